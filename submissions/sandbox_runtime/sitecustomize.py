@@ -1,0 +1,170 @@
+"""Audit hook loaded into every Python process of the replay sandbox: evidence, not enforcement.
+
+The worker bind-mounts this file read-only at /opt/cr-hooks/sitecustomize.py and puts
+/opt/cr-hooks on PYTHONPATH, so `site` imports it at start-up (before sys.path[0], the
+candidate's script folder, is added: a sitecustomize.py in the submission cannot shadow it).
+
+What it records, one JSON object per line, appended to the file named by CR_AUDIT_LOG:
+  socket.connect / socket.sendto (address), socket.getaddrinfo (host, port),
+  subprocess.Popen / os.exec / os.posix_spawn / os.system (argv[0..3]),
+  open of a path under one of the CR_AUDIT_WATCH folders (colon-separated, relative to
+  CR_AUDIT_ROOT, the workspace mount): relative path, mode and flags.
+Each event names the caller's file:line: the first frame outside the stdlib and
+site-packages, i.e. the candidate's own code.
+
+Trust model. The network namespace is the guarantee: nothing leaves the sandbox whether or
+not this hook sees it. The hook only gathers evidence for `replay.no_network_attempts` and
+`replay.recordings_used`, and the candidate can defeat it: `python -I`/`-S`, a child
+started with a cleared environment, non-Python tools, ctypes, or writing fake or junk lines
+to the log (it runs as the same uid). The worker therefore pre-creates the log in a
+root-owned folder (no deleting, renaming or planting links/FIFOs there), reads it back
+with O_NOFOLLOW as the sandbox uid with a byte cap, and labels what it finds "seen by the
+audit hook"; an empty log means "no attempt seen", never "no attempt".
+
+The hook must never raise into the candidate's code, never recurse (it runs inside audited
+operations), and is bounded: per process it stops after MAX_EVENTS events or MAX_BYTES
+bytes, writing one final `cr.audit.truncated` line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+MAX_EVENTS = 256
+MAX_BYTES = 128 * 1024
+_ARGV_KEEP = 4
+_TEXT_KEEP = 300
+
+_SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.exec", "os.posix_spawn"})
+_NET_EVENTS = frozenset({"socket.connect", "socket.sendto", "socket.getaddrinfo"})
+_EVENTS = _SPAWN_EVENTS | _NET_EVENTS | {"open", "os.system"}
+
+
+def _install() -> None:
+    """Install the audit hook when CR_AUDIT_LOG names a log file."""
+    log_path = os.environ.get("CR_AUDIT_LOG")
+    if not log_path:
+        return
+    root = os.path.normpath(os.environ.get("CR_AUDIT_ROOT", "/work"))
+    watch = tuple(
+        os.path.normpath(os.path.join(root, w))
+        for w in os.environ.get("CR_AUDIT_WATCH", "").split(":")
+        if w.strip()
+    )
+    this_file = __file__
+    stdlib = os.path.dirname(os.__file__) + os.sep
+    busy: set[int] = set()  # thread ids inside the hook: audited calls we make must not recurse
+    state = {"events": 0, "bytes": 0, "done": False}
+    import _thread  # builtin; threading itself may not be imported yet
+
+    get_ident = _thread.get_ident
+    json = None
+
+    def caller() -> str | None:
+        """Return file:line of the first frame that is the candidate's own code."""
+        frame = sys._getframe(2)
+        fallback = None
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if name != this_file and not name.startswith("<frozen"):
+                if fallback is None:
+                    fallback = f"{name}:{frame.f_lineno}"
+                if not name.startswith(stdlib) and "-packages" + os.sep not in name:
+                    if name.startswith(root + os.sep):
+                        name = name[len(root) + 1 :]
+                    return f"{name}:{frame.f_lineno}"
+            frame = frame.f_back
+        return fallback
+
+    def text(value: object) -> object:
+        """Make value JSON-safe and short."""
+        if isinstance(value, (bytes, bytearray)):
+            value = bytes(value).decode("utf-8", "backslashreplace")
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            return value[:_TEXT_KEEP] if isinstance(value, str) else value
+        if isinstance(value, (tuple, list)):
+            return [text(v) for v in list(value)[:_ARGV_KEEP]]
+        try:
+            return str(os.fspath(value))[:_TEXT_KEEP]  # type: ignore[arg-type]
+        except TypeError:
+            return type(value).__name__
+
+    def argv_of(args: object) -> object:
+        """Return argv[0..3] of a spawn argument (str, bytes, path or sequence)."""
+        if isinstance(args, (str, bytes, os.PathLike)):
+            return [text(args)]
+        try:
+            return [text(a) for a in list(args)[:_ARGV_KEEP]]  # type: ignore[call-overload]
+        except TypeError:
+            return [text(args)]
+
+    def watched_open(args: tuple) -> dict | None:
+        """Return the event for an open under a watched folder, else None."""
+        path, mode, flags = (*tuple(args), None, None, None)[:3]
+        if isinstance(path, int) or not watch:
+            return None
+        path = os.fsdecode(os.fspath(path))
+        full = os.path.normpath(path if os.path.isabs(path) else os.path.join(os.getcwd(), path))
+        for w in watch:
+            if full == w or full.startswith(w + os.sep):
+                rel = full[len(root) + 1 :] if full.startswith(root + os.sep) else full
+                return {"path": rel, "mode": mode, "flags": flags}
+        return None
+
+    def write(record: dict) -> None:
+        """Append one JSON line; open-write-close so a closed or reused fd is never hit."""
+        nonlocal json
+        if json is None:
+            import json as json_module  # lazily: most processes never log anything
+
+            json = json_module
+        line = (json.dumps(record, default=str, ensure_ascii=True) + "\n").encode()
+        if state["events"] >= MAX_EVENTS or state["bytes"] + len(line) > MAX_BYTES:
+            state["done"] = True
+            line = (json.dumps({"event": "cr.audit.truncated", "pid": os.getpid()}) + "\n").encode()
+        # O_NOFOLLOW and no O_CREAT: only the file the worker pre-created is ever written.
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+        state["events"] += 1
+        state["bytes"] += len(line)
+
+    def hook(event: str, args: tuple) -> None:
+        """Record the events we care about; swallow every error."""
+        if event not in _EVENTS or state["done"]:
+            return
+        me = get_ident()
+        if me in busy:
+            return
+        busy.add(me)
+        try:
+            record: dict | None
+            if event == "open":
+                record = watched_open(args)
+            elif event == "socket.getaddrinfo":
+                record = {"host": text(args[0]), "port": text(args[1])}
+            elif event in _NET_EVENTS:
+                record = {"address": text(args[1])}
+            elif event == "os.system":
+                record = {"command": text(args[0])}
+            elif event == "subprocess.Popen":
+                record = {"argv": argv_of(args[1] if args[1] is not None else args[0])}
+            else:  # os.exec, os.posix_spawn: (path, argv, env)
+                record = {"argv": argv_of(args[1])}
+            if record is not None:
+                write({"event": event, **record, "caller": caller(), "pid": os.getpid()})
+        except Exception:  # noqa: S110 - evidence only: never break the candidate's code
+            pass
+        finally:
+            busy.discard(me)
+
+    sys.addaudithook(hook)
+
+
+try:  # noqa: SIM105 - contextlib is not imported yet at start-up; keep start-up cheap
+    _install()
+except Exception:  # noqa: S110 - a broken hook must not stop Python starting
+    pass
