@@ -1,0 +1,189 @@
+"""Format registry: sniff a recording file, hand it to its parser, never raise.
+
+A new format is one module exposing `NAME`, `sniff(path, head)` and
+`parse(path, data, limits)`, plus one line in `FORMATS`. Order matters: the
+first module whose sniff says yes parses the file. JSON documents are told
+apart by their top-level keys (cassette task, HAR, VCR, fixtures), JSON Lines
+by the keys of their first object (ledger, trace, agent log).
+
+Finding kinds: parse_error, unknown_format, empty_file, file_too_large,
+invalid_structure, invalid_field, missing_field, invalid_har, bad_line,
+body_problem, yaml_coerced, invalid_tool_arguments.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from types import ModuleType
+
+from cassettes_app import bodies
+from cassettes_app.formats import (
+    agent_log,
+    base,
+    cassette_json,
+    fixture_json,
+    har,
+    ledger,
+    trace,
+    vcr,
+)
+from cassettes_app.formats.base import (
+    DEFAULT_LIMITS,
+    Body,
+    Finding,
+    Interaction,
+    LedgerEntry,
+    Message,
+    ParseLimits,
+    ParseResult,
+    Recording,
+    ToolCall,
+    TraceHop,
+)
+
+__all__ = [
+    "FORMATS",
+    "Body",
+    "Finding",
+    "Interaction",
+    "LedgerEntry",
+    "Message",
+    "ParseLimits",
+    "ParseResult",
+    "Recording",
+    "ToolCall",
+    "TraceHop",
+    "base",
+    "by_name",
+    "detect",
+    "parse_file",
+    "parse_path",
+]
+
+FORMATS: list[ModuleType] = [
+    cassette_json,
+    har,
+    vcr,
+    fixture_json,
+    ledger,
+    trace,
+    agent_log,
+]
+
+# How much of a file the sniffers see.
+HEAD_BYTES = 256 * 1024
+
+
+def by_name(name: str) -> ModuleType | None:
+    """The format module called `name`, if any."""
+    return next((module for module in FORMATS if name == module.NAME), None)
+
+
+def _strip_gz(path: str) -> str:
+    return path[:-3] if path.lower().endswith(".gz") else path
+
+
+def detect(path: str, head: bytes) -> ModuleType | None:
+    """The first format whose sniff accepts this file head, or None."""
+    if head.startswith(bodies.GZIP_MAGIC):
+        head = bodies.peek_gzip(head, HEAD_BYTES)
+        path = _strip_gz(path)
+    for module in FORMATS:
+        try:
+            if module.sniff(path, head):
+                return module
+        except Exception:  # noqa: S112 - a sniffer that trips simply does not claim the file
+            continue
+    return None
+
+
+def parse_file(
+    path: str,
+    data: bytes,
+    limits: ParseLimits = DEFAULT_LIMITS,
+    *,
+    format_hint: str | None = None,
+) -> ParseResult:
+    """Parse one file that matched a recording glob; problems become findings, never raises.
+
+    `format_hint` names a format to use without sniffing (e.g. for a `ledgers:` glob).
+    """
+    try:
+        return _parse_file(path, data, limits, format_hint)
+    except Exception as exc:  # the boundary: one broken file must not stop the others
+        message = f"parser crashed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        return ParseResult(
+            "unknown", findings=[Finding("parse_error", "error", path, None, message)]
+        )
+
+
+def _finding(path: str, kind: str, severity: base.Severity, message: str) -> ParseResult:
+    return ParseResult("unknown", findings=[Finding(kind, severity, path, None, message)])
+
+
+def _parse_file(
+    path: str, data: bytes, limits: ParseLimits, format_hint: str | None
+) -> ParseResult:
+    if len(data) > limits.max_file_bytes:
+        return _finding(
+            path,
+            "file_too_large",
+            "error",
+            f"file is {len(data)} bytes, over max_file_bytes ({limits.max_file_bytes}); not parsed",
+        )
+    if not data.strip():
+        return _finding(path, "empty_file", "warn", "file is empty")
+    inner_path = path
+    if data.startswith(bodies.GZIP_MAGIC):
+        try:
+            data = bodies.gunzip_file(data, limits)
+        except base.LoadError as exc:
+            return _finding(path, "parse_error", "error", exc.message)
+        inner_path = _strip_gz(path)
+        if not data.strip():
+            return _finding(path, "empty_file", "warn", "file is empty once decompressed")
+    wide = base.wide_encoding(data[:4])
+    if wide:
+        return _finding(path, "parse_error", "error", f"file is {wide} encoded; expected UTF-8")
+    module = by_name(format_hint) if format_hint else None
+    if module is None:
+        module = detect(inner_path, data[:HEAD_BYTES])
+    if module is None:
+        if base.looks_binary(data[:HEAD_BYTES]):
+            return _finding(path, "unknown_format", "warn", "binary file, not a recording format")
+        return _finding(path, "unknown_format", "warn", "not a recording format this tool reads")
+    result = module.parse(path, data, limits)
+    if inner_path != path:
+        for recording in result.recordings:
+            recording.meta.setdefault("compressed", "gzip")
+    return result
+
+
+def parse_path(
+    path: str, display_path: str | None = None, limits: ParseLimits = DEFAULT_LIMITS
+) -> ParseResult:
+    """Read a regular file (links not followed) under the size cap and parse it."""
+    name = display_path or path
+    try:
+        # O_NONBLOCK so a planted FIFO cannot hang the worker before the S_ISREG check.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                return _finding(name, "unknown_format", "warn", "not a regular file; not parsed")
+            if info.st_size > limits.max_file_bytes:
+                return _finding(
+                    name,
+                    "file_too_large",
+                    "error",
+                    f"file is {info.st_size} bytes, over max_file_bytes "
+                    f"({limits.max_file_bytes}); not parsed",
+                )
+            data = handle.read(limits.max_file_bytes + 1)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return _finding(name, "parse_error", "error", "symbolic link; not followed")
+        return _finding(name, "parse_error", "error", f"cannot read file: {exc.strerror or exc}")
+    return parse_file(name, data, limits)

@@ -1,0 +1,175 @@
+"""JSON Lines agent logs: OpenAI/Anthropic/Gemini chat messages or {request, response} pairs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cassettes_app import bodies, safeload
+from cassettes_app.formats.base import (
+    DEFAULT_LIMITS,
+    Finding,
+    Interaction,
+    Message,
+    ParseLimits,
+    ParseResult,
+    Recording,
+    ToolCall,
+    as_status,
+    as_text_or_none,
+    body_findings,
+    header_pairs,
+    is_agent_line,
+    jsonl_head,
+    run_parser,
+    set_models,
+)
+
+NAME = "agent_log"
+
+
+def sniff(path: str, head: bytes) -> bool:
+    """JSON Lines whose first object is a chat message or a request/response pair."""
+    obj = jsonl_head(path, head)
+    return obj is not None and is_agent_line(obj)
+
+
+def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParseResult:
+    """Parse messages and request/response pairs; each bad line is a finding."""
+    return run_parser(NAME, path, data, limits, lambda result: _fill(result, path, data, limits))
+
+
+def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> None:
+    recording = Recording(path=path, format=NAME)
+    for line, obj, error in safeload.iter_jsonl(data, limits):
+        if error is not None:
+            result.findings.append(Finding("bad_line", "warn", path, line, error))
+            continue
+        if not isinstance(obj, dict):
+            result.findings.append(
+                Finding("bad_line", "warn", path, line, "line is not a JSON object")
+            )
+            continue
+        if "request" in obj and "response" in obj:
+            interaction = _interaction(len(recording.interactions), line, obj, limits, result, path)
+            recording.interactions.append(interaction)
+            recording.recorded_at = recording.recorded_at or interaction.recorded_at
+            continue
+        # Wrapped lines ({"type": "assistant", "message": {...}}) carry the message inside.
+        message = obj["message"] if isinstance(obj.get("message"), dict) else obj
+        if "role" not in message:
+            result.findings.append(
+                Finding("bad_line", "warn", path, line, "line is neither a message nor a pair")
+            )
+            continue
+        result.messages.append(_message(line, message, limits, result, path))
+    if recording.interactions:
+        set_models(recording)
+        result.recordings.append(recording)
+    if not result.messages and not recording.interactions and not result.findings:
+        result.findings.append(Finding("empty_file", "warn", path, None, "agent log is empty"))
+
+
+def _interaction(
+    index: int,
+    line: int,
+    obj: dict[str, Any],
+    limits: ParseLimits,
+    result: ParseResult,
+    path: str,
+) -> Interaction:
+    request_headers, _ = header_pairs(obj.get("request_headers"))
+    response_headers, _ = header_pairs(obj.get("response_headers"))
+    request_body = bodies.decode_body(_payload(obj["request"]), request_headers, limits)
+    response_body = bodies.decode_body(_payload(obj["response"]), response_headers, limits)
+    result.findings += body_findings(path, line, "request", request_body)
+    result.findings += body_findings(path, line, "response", response_body)
+    recorded_at = next(
+        (as_text_or_none(obj[k]) for k in ("recorded_at", "timestamp", "ts") if obj.get(k)), None
+    )
+    method = as_text_or_none(obj.get("method")) or "POST"
+    return Interaction(
+        index=index,
+        method=method.upper(),
+        url=as_text_or_none(obj.get("url") or obj.get("endpoint")),
+        request_headers=request_headers,
+        request_body=request_body,
+        status=as_status(obj.get("status")),
+        response_headers=response_headers,
+        response_body=response_body,
+        recorded_at=recorded_at,
+        extra={"line": line},
+    )
+
+
+def _payload(value: Any) -> Any:
+    if value is None or isinstance(value, str | dict | list):
+        return value
+    return str(value)
+
+
+def _message(
+    line: int, msg: dict[str, Any], limits: ParseLimits, result: ParseResult, path: str
+) -> Message:
+    content = msg.get("content", msg.get("parts"))
+    calls: list[ToolCall] = []
+    tool_call_id = as_text_or_none(msg.get("tool_call_id"))
+
+    def add(call_id: Any, name: Any, arguments: Any) -> None:
+        call = _tool_call(as_text_or_none(call_id), as_text_or_none(name), arguments, limits)
+        if not call.arguments_valid:
+            result.findings.append(
+                Finding(
+                    "invalid_tool_arguments",
+                    "warn",
+                    path,
+                    line,
+                    f"tool call {call.name or '?'} ({call.id or 'no id'}): "
+                    "arguments are not valid JSON; kept verbatim",
+                )
+            )
+        calls.append(call)
+
+    for call in msg.get("tool_calls") or []:
+        if isinstance(call, dict):
+            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            add(call.get("id"), function.get("name", call.get("name")), function.get("arguments"))
+    legacy = msg.get("function_call")
+    if isinstance(legacy, dict):
+        add(None, legacy.get("name"), legacy.get("arguments"))
+    if isinstance(content, list):
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind in ("tool_use", "server_tool_use"):
+                add(block.get("id"), block.get("name"), block.get("input"))
+            elif kind == "tool_result" and tool_call_id is None:
+                tool_call_id = as_text_or_none(block.get("tool_use_id"))
+            elif isinstance(block.get("functionCall"), dict):
+                function = block["functionCall"]
+                add(function.get("id"), function.get("name"), function.get("args"))
+            elif isinstance(block.get("functionResponse"), dict) and tool_call_id is None:
+                response = block["functionResponse"]
+                tool_call_id = as_text_or_none(response.get("id") or response.get("name"))
+    return Message(
+        role=as_text_or_none(msg.get("role")),
+        content=content,
+        tool_calls=calls,
+        tool_call_id=tool_call_id,
+        raw=msg,
+        line=line,
+    )
+
+
+def _tool_call(
+    call_id: str | None, name: str | None, arguments: Any, limits: ParseLimits
+) -> ToolCall:
+    """Parse string arguments as JSON; invalid ones stay verbatim and are marked invalid."""
+    if not isinstance(arguments, str):
+        return ToolCall(call_id, name, arguments)
+    if not arguments.strip():
+        return ToolCall(call_id, name, {}, arguments)
+    try:
+        return ToolCall(call_id, name, safeload.load_json(arguments, limits), arguments)
+    except safeload.LoadError:
+        return ToolCall(call_id, name, arguments, arguments, arguments_valid=False)

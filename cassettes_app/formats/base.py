@@ -1,0 +1,494 @@
+"""Shared dataclasses and small helpers for the recording parsers."""
+
+from __future__ import annotations
+
+import binascii
+import codecs
+import datetime as dt
+import json
+import re
+import zlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import yaml
+
+MiB = 1024 * 1024
+
+Severity = Literal["info", "warn", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class ParseLimits:
+    """Caps every parser honours; lower them in tests to build small bombs."""
+
+    max_depth: int = 200
+    max_line_bytes: int = 8 * MiB
+    max_body_bytes: int = 16 * MiB
+    max_yaml_nodes: int = 1_000_000
+    max_yaml_aliases: int = 100
+    max_events: int = 100_000
+    max_file_bytes: int = 64 * MiB
+    max_int_digits: int = 4300
+
+
+DEFAULT_LIMITS = ParseLimits()
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem found while reading a file."""
+
+    kind: str
+    severity: Severity
+    path: str
+    line: int | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Body:
+    """A decoded request or response body."""
+
+    data: bytes = b""
+    text: str | None = None
+    json: Any | None = None
+    content_type: str | None = None
+    encoding_note: str | None = None
+    is_binary: bool = False
+    truncated: bool = False
+    # Finding-worthy problems met while decoding (bad JSON, capped gzip, ...).
+    problems: tuple[str, ...] = ()
+
+
+EMPTY_BODY = Body()
+
+
+@dataclass(slots=True)
+class Interaction:
+    """One request/response pair of a recording."""
+
+    index: int
+    method: str | None
+    url: str | None
+    request_headers: list[tuple[str, str]] = field(default_factory=list)
+    request_body: Body = EMPTY_BODY
+    status: int | None = None
+    response_headers: list[tuple[str, str]] = field(default_factory=list)
+    response_body: Body = EMPTY_BODY
+    recorded_at: str | None = None
+    duration_ms: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Recording:
+    """One cassette, fixture, HAR file or agent-log request set."""
+
+    path: str
+    format: str
+    key: str | None = None
+    model: str | None = None
+    recorded_at: str | None = None
+    interactions: list[Interaction] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class TraceHop:
+    """One HTTP hop of a `replay.jsonl` trace."""
+
+    line: int
+    url: str | None
+    method: str | None
+    status: int | None
+    trace_id: str | None
+    idempotency_key: str | None
+    request_headers: list[tuple[str, str]]
+    req: Any
+    resp: Any
+
+
+@dataclass(slots=True)
+class LedgerEntry:
+    """One ledger line: a model call, cache hit, fallback, ..."""
+
+    line: int
+    event: str | None
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call named in an agent-log message."""
+
+    id: str | None
+    name: str | None
+    arguments: Any
+    # The arguments as written when they were a string; None when given as an object.
+    arguments_raw: str | None = None
+    arguments_valid: bool = True
+
+
+@dataclass(slots=True)
+class Message:
+    """One agent-log chat message (OpenAI, Anthropic or Gemini style)."""
+
+    role: str | None
+    content: Any
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None
+    raw: Any = None
+    line: int | None = None
+
+
+@dataclass(slots=True)
+class ParseResult:
+    """Everything one parser got out of one file."""
+
+    format: str
+    recordings: list[Recording] = field(default_factory=list)
+    hops: list[TraceHop] = field(default_factory=list)
+    ledger: list[LedgerEntry] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+
+class LoadError(ValueError):
+    """A recording could not be loaded safely; `line` is 1-based when known."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+    def __str__(self) -> str:
+        return self.message if self.line is None else f"{self.message} (line {self.line})"
+
+
+# Every parser turns these into findings (security-and-reliability.md §2.2).
+PARSE_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError,
+    RecursionError,
+    yaml.YAMLError,
+    UnicodeDecodeError,
+    zlib.error,
+    binascii.Error,
+    EOFError,
+    LoadError,
+    TypeError,
+    KeyError,
+    AttributeError,
+    IndexError,
+    OverflowError,
+    MemoryError,
+)
+
+
+def error_line(exc: BaseException) -> int | None:
+    """Best-known 1-based line number of a load error."""
+    if isinstance(exc, LoadError):
+        return exc.line
+    if isinstance(exc, json.JSONDecodeError):
+        return exc.lineno
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if mark is not None:
+        return mark.line + 1
+    return None
+
+
+def error_message(exc: BaseException) -> str:
+    """A one-line reason for a load error."""
+    if isinstance(exc, LoadError):
+        return exc.message
+    if isinstance(exc, RecursionError):
+        return "too deeply nested"
+    if isinstance(exc, MemoryError):
+        return "out of memory while parsing"
+    if isinstance(exc, yaml.MarkedYAMLError):
+        return f"invalid YAML: {exc.problem or exc.context or type(exc).__name__}"
+    text = " ".join(str(exc).split())[:300]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def finding_from_error(
+    path: str,
+    exc: BaseException,
+    *,
+    kind: str = "parse_error",
+    severity: Severity = "error",
+    line: int | None = None,
+) -> Finding:
+    """Turn a caught parser error into a finding."""
+    return Finding(kind, severity, path, line or error_line(exc), error_message(exc))
+
+
+def run_parser(
+    name: str,
+    path: str,
+    data: bytes,
+    limits: ParseLimits,
+    fill: Callable[[ParseResult], None],
+) -> ParseResult:
+    """Run one format's body under the file-size cap, turning load errors into findings."""
+    result = ParseResult(name)
+    if len(data) > limits.max_file_bytes:
+        result.findings.append(
+            Finding(
+                "file_too_large",
+                "error",
+                path,
+                None,
+                f"file is {len(data)} bytes, over max_file_bytes ({limits.max_file_bytes}); "
+                "not parsed",
+            )
+        )
+        return result
+    try:
+        fill(result)
+    except PARSE_ERRORS as exc:
+        result.findings.append(finding_from_error(path, exc))
+    return result
+
+
+def body_findings(path: str, line: int | None, where: str, body: Body) -> list[Finding]:
+    """Findings for the problems met while decoding one body."""
+    return [
+        Finding("body_problem", "warn", path, line, f"{where}: {problem}")
+        for problem in body.problems
+    ]
+
+
+# --- headers -----------------------------------------------------------------
+
+
+def scalar_text(value: Any) -> str:
+    """Render a loaded scalar as the text a header or field most likely had."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    return str(value)
+
+
+def header_pairs(raw: Any) -> tuple[list[tuple[str, str]], list[str]]:
+    """Normalise dict-of-lists, dict or list-of-pairs headers; also name the coerced ones."""
+    pairs: list[tuple[str, str]] = []
+    coerced: list[str] = []
+
+    def add(name: Any, value: Any) -> None:
+        if not isinstance(value, str):
+            coerced.append(scalar_text(name))
+        pairs.append((scalar_text(name), scalar_text(value)))
+
+    if raw is None:
+        return pairs, coerced
+    if isinstance(raw, Mapping):
+        for name, value in raw.items():
+            if isinstance(value, list | tuple):
+                for item in value:
+                    add(name, item)
+            else:
+                add(name, value)
+    elif isinstance(raw, Iterable) and not isinstance(raw, str | bytes):
+        for item in raw:
+            if isinstance(item, Mapping) and "name" in item:
+                add(item.get("name"), item.get("value"))
+            elif isinstance(item, list | tuple) and len(item) == 2:
+                add(item[0], item[1])
+    return pairs, coerced
+
+
+def get_header(headers: Iterable[tuple[str, str]], name: str) -> str | None:
+    """Return the first value of a header, matched case-insensitively."""
+    wanted = name.lower()
+    for key, value in headers:
+        if key.lower() == wanted:
+            return value
+    return None
+
+
+def as_text_or_none(value: Any) -> str | None:
+    """Return a string for a scalar field, None for missing or structured values."""
+    if value is None or isinstance(value, dict | list):
+        return None
+    return scalar_text(value)
+
+
+def as_status(value: Any) -> int | None:
+    """Coerce an HTTP status (int, digit string or {code}) to int."""
+    if isinstance(value, Mapping):
+        value = value.get("code")
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 3:
+        return int(value.strip())
+    return None
+
+
+_GEMINI_MODEL = re.compile(r"/models/([A-Za-z0-9._-]+)(?::|$|\?)")
+
+
+def guess_model(url: str | None, *payloads: Any) -> str | None:
+    """Find the model named by a request/response payload, else in a Gemini-style URL."""
+    for payload in payloads:
+        if isinstance(payload, Mapping):
+            for key in ("model", "modelVersion"):
+                value = payload.get(key)
+                if isinstance(value, str) and value:
+                    return value
+    if url:
+        match = _GEMINI_MODEL.search(url)
+        if match:
+            return match.group(1)
+    return None
+
+
+# --- sniffing ----------------------------------------------------------------
+
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonlines")
+
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"(\s*:)?|[{}\[\]]')
+
+
+def head_text(head: bytes) -> str:
+    """Decode the first bytes of a file for sniffing (lenient, BOM stripped)."""
+    text = head.decode("utf-8", "ignore")
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def looks_binary(head: bytes) -> bool:
+    """True when the head has NUL bytes or is not UTF-8 (a cut last character is fine)."""
+    sample = head[:8192]
+    if b"\x00" in sample:
+        return True
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start < len(sample) - 3
+    return False
+
+
+def wide_encoding(head: bytes) -> str | None:
+    """Name a UTF-16/32 encoding recognised by its BOM or NUL pattern, else None."""
+    if head.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        return "UTF-32"
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "UTF-16"
+    if len(head) >= 4 and head[0] and not head[1] and head[2] and not head[3]:
+        return "UTF-16"
+    if len(head) >= 4 and not head[0] and head[1] and not head[2] and head[3]:
+        return "UTF-16"
+    return None
+
+
+def json_top_keys(text: str) -> tuple[str | None, set[str]]:
+    """Kind ("object", "array", "lines") and top-level keys of a possibly cut JSON head.
+
+    For an array the keys are those of its first object; "lines" means a first
+    object followed by another, i.e. JSON Lines.
+    """
+    stripped = text.lstrip()
+    if not stripped or stripped[0] not in "{[":
+        return None, set()
+    kind = "object" if stripped[0] == "{" else "array"
+    target = 1 if kind == "object" else 2
+    depth = 0
+    keys: set[str] = set()
+    for match in _TOKEN.finditer(stripped):
+        token = match.group(0)
+        first = token[0]
+        if first in "{[":
+            depth += 1
+        elif first in "}]":
+            depth -= 1
+            if depth <= 1 and kind == "array":
+                break
+            if depth <= 0:
+                # Another object on a later line: JSON Lines, not one document.
+                if stripped[match.end() :].lstrip()[:1] == "{":
+                    kind = "lines"
+                break
+        elif match.group(1) and depth == target:
+            raw_key = token[: len(token) - len(match.group(1))]
+            try:
+                keys.add(json.loads(raw_key))
+            except ValueError:
+                continue
+    return kind, keys
+
+
+def json_doc_keys(path: str, head: bytes) -> tuple[str | None, set[str]]:
+    """`json_top_keys` of a file head; a .jsonl name always reads as JSON Lines."""
+    kind, keys = json_top_keys(head_text(head))
+    if kind is not None and path.lower().endswith(JSONL_SUFFIXES):
+        return "lines", keys
+    return kind, keys
+
+
+def first_jsonl_object(text: str) -> tuple[dict[str, Any] | None, bool]:
+    """Parse the first non-empty line as a JSON object; say whether a second line follows."""
+    lines = text.lstrip("\r\n \t").split("\n", 2)
+    first = lines[0].strip()
+    more = len(lines) > 1 and lines[1].strip().startswith("{")
+    if not first.startswith("{"):
+        return None, more
+    try:
+        obj = json.loads(first)
+    except (ValueError, RecursionError):
+        # A first line longer than the head: fall back to the keys we can see.
+        _, keys = json_top_keys(first)
+        return ({key: None for key in keys} or None), more
+    return (obj if isinstance(obj, dict) else None), more
+
+
+def jsonl_head(path: str, head: bytes) -> dict[str, Any] | None:
+    """The first JSONL object when the file looks like JSON Lines, else None."""
+    text = head_text(head)
+    obj, more = first_jsonl_object(text)
+    if obj is None:
+        return None
+    if path.lower().endswith(JSONL_SUFFIXES) or path.lower().endswith(".log") or more:
+        return obj
+    return None
+
+
+def is_trace_line(obj: Mapping[str, Any]) -> bool:
+    """A JSONL object that reads like one HTTP hop of a trace."""
+    if "url" not in obj:
+        return False
+    if {"trace_id", "req", "resp"} & set(obj):
+        return True
+    # {url, method, request, response} is an agent log's request/response pair.
+    return "method" in obj and not ("request" in obj and "response" in obj)
+
+
+def is_agent_line(obj: Mapping[str, Any]) -> bool:
+    """A JSONL object that reads like a chat message or a request/response pair."""
+    return (
+        "role" in obj
+        or ("request" in obj and "response" in obj)
+        or isinstance(obj.get("message"), Mapping)
+    )
+
+
+def set_models(recording: Recording) -> None:
+    """Name the recording's model: the served one (response) first, then the requested one."""
+    models: list[str] = []
+    for interaction in recording.interactions:
+        for payload in (interaction.response_body.json, interaction.request_body.json, None):
+            model = guess_model(interaction.url if payload is None else None, payload)
+            if model and model not in models:
+                models.append(model)
+    recording.model = models[0] if models else None
+    if len(models) > 1:
+        recording.meta["models"] = models

@@ -1,0 +1,104 @@
+"""The cassette task's `cassettes/<key>.json`: {key, request, response, recorded_at, model}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cassettes_app import bodies, safeload
+from cassettes_app.formats.base import (
+    DEFAULT_LIMITS,
+    Finding,
+    Interaction,
+    ParseLimits,
+    ParseResult,
+    Recording,
+    as_status,
+    as_text_or_none,
+    body_findings,
+    guess_model,
+    header_pairs,
+    json_doc_keys,
+    run_parser,
+)
+
+NAME = "cassette_json"
+
+FIELDS = ("key", "request", "response", "recorded_at", "model")
+_OTHER_FORMATS = {"interactions", "http_interactions", "log"}
+
+
+def sniff(path: str, head: bytes) -> bool:
+    """A JSON object whose top level holds `request` and `response` (or `key`)."""
+    kind, keys = json_doc_keys(path, head)
+    return (
+        kind == "object"
+        and "request" in keys
+        and ("response" in keys or "key" in keys)
+        and not keys & _OTHER_FORMATS
+    )
+
+
+def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParseResult:
+    """Parse one cassette-task file into one recording with one interaction."""
+    return run_parser(NAME, path, data, limits, lambda result: _fill(result, path, data, limits))
+
+
+def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> None:
+    doc = safeload.load_json(data, limits)
+    if not isinstance(doc, dict):
+        result.findings.append(
+            Finding("invalid_structure", "error", path, None, "cassette must be a JSON object")
+        )
+        return
+    missing = [name for name in FIELDS if name not in doc]
+    if missing:
+        result.findings.append(
+            Finding("missing_field", "warn", path, None, f"cassette lacks {', '.join(missing)}")
+        )
+    for name in ("key", "recorded_at", "model"):
+        if doc.get(name) is not None and not isinstance(doc[name], str):
+            result.findings.append(
+                Finding("invalid_field", "warn", path, None, f"{name} should be a string")
+            )
+
+    request_headers, _ = header_pairs(doc.get("request_headers"))
+    response_headers, _ = header_pairs(doc.get("response_headers"))
+    request_body = bodies.decode_body(_payload(doc.get("request")), request_headers, limits)
+    response_body = bodies.decode_body(_payload(doc.get("response")), response_headers, limits)
+    url = as_text_or_none(doc.get("url") or doc.get("endpoint"))
+    interaction = Interaction(
+        index=0,
+        method=(as_text_or_none(doc.get("method")) or "POST").upper(),
+        url=url,
+        request_headers=request_headers,
+        request_body=request_body,
+        status=as_status(doc.get("status", doc.get("status_code"))),
+        response_headers=response_headers,
+        response_body=response_body,
+        recorded_at=as_text_or_none(doc.get("recorded_at")),
+    )
+    result.findings += body_findings(path, None, "request", request_body)
+    result.findings += body_findings(path, None, "response", response_body)
+    meta: dict[str, Any] = {
+        "payload_model": guess_model(url, response_body.json, request_body.json),
+        "extra_fields": sorted(set(doc) - set(FIELDS)),
+    }
+    result.recordings.append(
+        Recording(
+            path=path,
+            format=NAME,
+            key=as_text_or_none(doc.get("key")),
+            # Only the file's own field: cassettes.model_metadata checks it was written.
+            model=as_text_or_none(doc.get("model")),
+            recorded_at=as_text_or_none(doc.get("recorded_at")),
+            interactions=[interaction],
+            meta=meta,
+        )
+    )
+
+
+def _payload(value: Any) -> Any:
+    """Scalars other than str/dict/list are stored as their JSON text."""
+    if value is None or isinstance(value, str | dict | list):
+        return value
+    return str(value)

@@ -1,0 +1,61 @@
+"""Ledgers: JSON Lines of model calls, cache hits and fallbacks (`event`, `type` or `kind`)."""
+
+from __future__ import annotations
+
+import os
+
+from cassettes_app import safeload
+from cassettes_app.formats.base import (
+    DEFAULT_LIMITS,
+    Finding,
+    LedgerEntry,
+    ParseLimits,
+    ParseResult,
+    as_text_or_none,
+    is_agent_line,
+    is_trace_line,
+    jsonl_head,
+    run_parser,
+)
+
+NAME = "ledger"
+
+EVENT_FIELDS = ("event", "type", "kind")
+
+
+def sniff(path: str, head: bytes) -> bool:
+    """JSON Lines named like a ledger, or whose first object has an event field only."""
+    obj = jsonl_head(path, head)
+    if obj is None:
+        return False
+    if "ledger" in os.path.basename(path).lower():
+        return True
+    return bool(set(EVENT_FIELDS) & set(obj)) and not is_agent_line(obj) and not is_trace_line(obj)
+
+
+def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParseResult:
+    """Parse every good line into an entry; each bad line is a finding with its number."""
+    return run_parser(NAME, path, data, limits, lambda result: _fill(result, path, data, limits))
+
+
+def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> None:
+    for line, obj, error in safeload.iter_jsonl(data, limits):
+        if error is not None:
+            result.findings.append(Finding("bad_line", "warn", path, line, error))
+            continue
+        if not isinstance(obj, dict):
+            result.findings.append(
+                Finding("bad_line", "warn", path, line, "line is not a JSON object")
+            )
+            continue
+        event = next(
+            (as_text_or_none(obj[name]) for name in EVENT_FIELDS if obj.get(name) is not None),
+            None,
+        )
+        if event is None:
+            result.findings.append(
+                Finding("bad_line", "info", path, line, "entry has no event, type or kind field")
+            )
+        result.ledger.append(LedgerEntry(line=line, event=event, data=obj))
+    if not result.ledger and not result.findings:
+        result.findings.append(Finding("empty_file", "warn", path, None, "ledger has no entries"))

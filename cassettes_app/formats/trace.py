@@ -1,0 +1,74 @@
+"""`replay.jsonl` traces: one JSON object per HTTP hop (url, method, status, req, resp, ...)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cassettes_app import safeload
+from cassettes_app.formats.base import (
+    DEFAULT_LIMITS,
+    Finding,
+    ParseLimits,
+    ParseResult,
+    TraceHop,
+    as_status,
+    as_text_or_none,
+    get_header,
+    header_pairs,
+    is_trace_line,
+    jsonl_head,
+    run_parser,
+)
+
+NAME = "trace"
+
+
+def sniff(path: str, head: bytes) -> bool:
+    """JSON Lines whose first object has `url` plus `method`, `trace_id`, `req` or `resp`."""
+    obj = jsonl_head(path, head)
+    return obj is not None and is_trace_line(obj)
+
+
+def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParseResult:
+    """Parse every good line into a hop; each bad line is a finding with its number."""
+    return run_parser(NAME, path, data, limits, lambda result: _fill(result, path, data, limits))
+
+
+def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> None:
+    for line, obj, error in safeload.iter_jsonl(data, limits):
+        if error is not None:
+            result.findings.append(Finding("bad_line", "warn", path, line, error))
+            continue
+        if not isinstance(obj, dict):
+            result.findings.append(
+                Finding("bad_line", "warn", path, line, "line is not a JSON object")
+            )
+            continue
+        result.hops.append(_hop(line, obj, result, path))
+    if not result.hops and not result.findings:
+        result.findings.append(Finding("empty_file", "warn", path, None, "trace has no hops"))
+
+
+def _hop(line: int, obj: dict[str, Any], result: ParseResult, path: str) -> TraceHop:
+    raw_headers = obj.get("headers", obj.get("request_headers"))
+    headers, _ = header_pairs(raw_headers)
+    status = as_status(obj.get("status"))
+    if obj.get("status") is not None and status is None:
+        result.findings.append(
+            Finding(
+                "bad_line", "warn", path, line, f"status {obj['status']!r} is not an HTTP status"
+            )
+        )
+    key = get_header(headers, "Idempotency-Key") or as_text_or_none(obj.get("idempotency_key"))
+    method = as_text_or_none(obj.get("method"))
+    return TraceHop(
+        line=line,
+        url=as_text_or_none(obj.get("url")),
+        method=method.upper() if method else None,
+        status=status,
+        trace_id=as_text_or_none(obj.get("trace_id")),
+        idempotency_key=key,
+        request_headers=headers,
+        req=obj.get("req", obj.get("request")),
+        resp=obj.get("resp", obj.get("response")),
+    )
