@@ -1,0 +1,303 @@
+"""Rebuild conversations from separately recorded exchanges by message-prefix chaining."""
+
+from __future__ import annotations
+
+import gc
+import json
+import json.encoder as json_encoder
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from cassettes_app.providers import Exchange, Message, ToolCall
+
+__all__ = ["Thread", "Turn", "analyse", "build_threads", "message_key", "multi_turn_blobs"]
+
+
+@dataclass(slots=True)
+class Turn:
+    """One model call inside a rebuilt conversation."""
+
+    index: int  # depth in the conversation (0 = first call); a fork continues its parent's count
+    exchange_ref: Any
+    new_messages: list[Message]
+    response: Message | None
+    model: str | None
+    usage: dict
+
+
+@dataclass(slots=True)
+class Thread:
+    """A chain of turns; a fork records where it left its parent thread."""
+
+    turns: list[Turn]
+    root_ref: Any  # exchange_ref of this thread's first turn
+    forked_from: tuple[int, int] | None = (
+        None  # (thread index in the result, position in its turns)
+    )
+    fork_ref: Any = None  # exchange_ref of the turn this thread branched from
+
+
+# --------------------------------------------------------------------------- canonical form
+
+_SEED = hash("cassette-review/threads")
+
+
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False, default=str
+)
+# json.dumps rebuilds its C encoder on every call; building it once makes argument keys ~3x cheaper.
+_C_ENCODE = (
+    json_encoder.c_make_encoder(
+        None, str, json_encoder.encode_basestring, None, ":", ",", True, False, True
+    )
+    if json_encoder.c_make_encoder is not None
+    else None
+)
+
+
+def _args_key(call: ToolCall) -> str:
+    """Canonical text of a call's arguments; broken JSON compares by its raw text."""
+    args = call.arguments
+    if not call.arguments_valid:
+        return str(call.arguments_raw if call.arguments_raw is not None else args).strip()
+    try:
+        if _C_ENCODE is not None and isinstance(args, dict):
+            return "".join(_C_ENCODE(args, 0))
+        return _ENCODER.encode(args)
+    except (TypeError, ValueError, RecursionError):
+        return repr(args)
+
+
+def message_key(message: Message) -> tuple:
+    """Return the hashable form used to compare messages across recordings.
+
+    Ids are left out on purpose: candidates often regenerate tool-call ids between calls.
+    """
+    text = message.text
+    text = text.strip() if isinstance(text, str) else str(text).strip()
+    calls = message.tool_calls
+    results = message.tool_results
+    if not calls and not results:
+        return (message.role, text, (), ())
+    return (
+        message.role,
+        text,
+        tuple([(c.name, _args_key(c)) for c in calls]),
+        tuple([str(r.content).strip() for r in results]),
+    )
+
+
+# --------------------------------------------------------------------------- index
+
+
+@dataclass(slots=True)
+class _Node:
+    """Per-exchange data for chaining."""
+
+    ref: Any
+    exchange: Exchange | None
+    keys: list[tuple]  # message_key of every request message
+    prefix: list[int]  # prefix[k] = rolling hash of keys[:k]
+    reply: tuple | None  # message_key of the response
+
+
+class _Index:
+    """Hash tables that find, for a request, the earlier exchanges it continues."""
+
+    def __init__(self, exchanges: Sequence[tuple[Any, Exchange | None]]) -> None:
+        """Hash every request prefix once; index each exchange by what a successor starts with."""
+        self.nodes: list[_Node] = []
+        # hash(request + response) -> exchanges; a successor's request starts with exactly that
+        self.continued: dict[int, list[int]] = {}
+        # hash(request) of exchanges without a recorded response; the reply is unknown
+        self.open: dict[int, list[int]] = {}
+        for i, (ref, ex) in enumerate(exchanges):
+            msgs = ex.request_messages if isinstance(ex, Exchange) else []
+            keys = [message_key(m) for m in msgs]
+            prefix = [_SEED]
+            h = _SEED
+            for key in keys:
+                h = hash((h, key))
+                prefix.append(h)
+            reply = None
+            if isinstance(ex, Exchange) and ex.response is not None:
+                reply = message_key(ex.response)
+            self.nodes.append(_Node(ref, ex, keys, prefix, reply))
+            if not keys:
+                continue  # an empty request cannot be the start of anything
+            if reply is not None:
+                self.continued.setdefault(hash((h, reply)), []).append(i)
+            else:
+                self.open.setdefault(h, []).append(i)
+
+    def covers(self, i: int, cut: int) -> int | None:
+        """Return an exchange whose request + reply equal node i's first `cut` messages."""
+        node = self.nodes[i]
+        # Beyond the table hash, check the request-prefix hash and the reply itself: a false
+        # match would need two 64-bit collisions over randomised string hashes.
+        for j in self.continued.get(node.prefix[cut], ()):
+            other = self.nodes[j]
+            if (
+                len(other.keys) == cut - 1
+                and other.prefix[-1] == node.prefix[cut - 1]
+                and other.reply == node.keys[cut - 1]
+            ):
+                return j
+        if node.keys[cut - 1][0] == "assistant":
+            for j in self.open.get(node.prefix[cut - 1], ()):
+                other = self.nodes[j]
+                if len(other.keys) == cut - 1 and other.keys[-1] == node.keys[cut - 2]:
+                    return j
+        return None
+
+    def parent(self, i: int) -> tuple[int | None, int]:
+        """Return (closest earlier exchange that node i continues, where its new messages start)."""
+        for cut in range(len(self.nodes[i].keys), 1, -1):
+            j = self.covers(i, cut)
+            if j is not None:
+                return j, cut
+        return None, 0
+
+
+def _as_pairs(exchanges: Iterable[Any]) -> list[tuple[Any, Exchange | None]]:
+    """Accept (ref, Exchange) pairs, tolerating bare exchanges (ref = position)."""
+    pairs: list[tuple[Any, Exchange | None]] = []
+    for pos, item in enumerate(exchanges):
+        if isinstance(item, Exchange):
+            pairs.append((pos, item))
+        elif isinstance(item, tuple) and len(item) == 2:
+            pairs.append((item[0], item[1] if isinstance(item[1], Exchange) else None))
+        else:
+            pairs.append((pos, None))
+    return pairs
+
+
+# --------------------------------------------------------------------------- public API
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC: indexing allocates ~10^6 acyclic tuples and GC passes cost ~2x."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _link(index: _Index) -> tuple[list[int | None], list[int], list[list[int]]]:
+    """Find every exchange's parent, where its new messages start, and each parent's children."""
+    n = len(index.nodes)
+    parent: list[int | None] = [None] * n
+    cut = [0] * n
+    children: list[list[int]] = [[] for _ in range(n)]
+    for i in range(n):
+        p, c = index.parent(i)
+        if p is not None:
+            parent[i], cut[i] = p, c
+            children[p].append(i)
+    return parent, cut, children
+
+
+def _threads(
+    index: _Index, parent: list[int | None], cut: list[int], children: list[list[int]]
+) -> list[Thread]:
+    """Walk the parent forest into threads: the longest path stays, siblings become forks."""
+    nodes = index.nodes
+    n = len(nodes)
+    # A parent's request is strictly shorter than its child's, so longest-first is a post-order.
+    height = [1] * n
+    for i in sorted(range(n), key=lambda k: len(nodes[k].keys), reverse=True):
+        if children[i]:
+            height[i] = 1 + max(height[c] for c in children[i])
+
+    def turn(i: int, depth: int) -> Turn:
+        node = nodes[i]
+        ex = node.exchange
+        if ex is None:
+            return Turn(depth, node.ref, [], None, None, {})
+        usage = dict(ex.usage) if isinstance(ex.usage, dict) else {}
+        return Turn(
+            depth, node.ref, list(ex.request_messages[cut[i] :]), ex.response, ex.model, usage
+        )
+
+    threads: list[Thread] = []
+    for root in range(n):
+        if parent[root] is not None:
+            continue
+        pending: deque[tuple[int, int, tuple[int, int] | None]] = deque([(root, 0, None)])
+        while pending:
+            start, depth, forked_from = pending.popleft()
+            here = len(threads)
+            turns: list[Turn] = []
+            i = start
+            while True:
+                turns.append(turn(i, depth + len(turns)))
+                if not children[i]:
+                    break
+                kids = sorted(children[i], key=lambda c: (-height[c], c))
+                for other in kids[1:]:
+                    pending.append((other, depth + len(turns), (here, len(turns) - 1)))
+                i = kids[0]
+            fork_ref = None
+            if forked_from is not None:
+                fork_ref = threads[forked_from[0]].turns[forked_from[1]].exchange_ref
+            threads.append(Thread(turns, nodes[start].ref, forked_from, fork_ref))
+    return threads
+
+
+def _blobs(index: _Index, parent: list[int | None], min_turns: int) -> list[Any]:
+    """Refs of exchanges carrying at least min_turns uncovered earlier assistant turns."""
+    nodes = index.nodes
+    # Assistant messages in a prefix shared by two distinct conversation roots are a fixed
+    # prompt (few-shot examples): written by the candidate, not recorded model turns.
+    shared: dict[int, int] = {}
+    seen_requests: set[int] = set()
+    for i, node in enumerate(nodes):
+        if parent[i] is not None or node.prefix[-1] in seen_requests:
+            continue  # identical root requests (retries, duplicates) count once
+        seen_requests.add(node.prefix[-1])
+        for h in node.prefix[1:]:
+            shared[h] = shared.get(h, 0) + 1
+
+    flagged: list[Any] = []
+    for i, node in enumerate(nodes):
+        uncovered = 0
+        for pos, key in enumerate(node.keys):
+            if key[0] != "assistant" or shared.get(node.prefix[pos + 1], 0) >= 2:
+                continue
+            if index.covers(i, pos + 1) is None:
+                uncovered += 1
+        if uncovered >= min_turns:
+            flagged.append(node.ref)
+    return flagged
+
+
+def build_threads(exchanges: Iterable[tuple[Any, Exchange]]) -> list[Thread]:
+    """Chain exchanges into threads by request prefix, whatever order they arrive in."""
+    with _gc_paused():
+        index = _Index(_as_pairs(exchanges))
+        return _threads(index, *_link(index))
+
+
+def multi_turn_blobs(exchanges: Iterable[tuple[Any, Exchange]], min_turns: int = 2) -> list[Any]:
+    """Refs whose request holds >= min_turns earlier model turns that no other recording covers."""
+    with _gc_paused():
+        index = _Index(_as_pairs(exchanges))
+        parent, _, _ = _link(index)
+        return _blobs(index, parent, min_turns)
+
+
+def analyse(
+    exchanges: Iterable[tuple[Any, Exchange]], min_turns: int = 2
+) -> tuple[list[Thread], list[Any]]:
+    """Return (build_threads(exchanges), multi_turn_blobs(exchanges)) from one shared index."""
+    with _gc_paused():
+        index = _Index(_as_pairs(exchanges))
+        parent, cut, children = _link(index)
+        return _threads(index, parent, cut, children), _blobs(index, parent, min_turns)
