@@ -1,0 +1,1 @@
+"""Support-ticket triage agent with a record/replay cassette layer."""
