@@ -1,0 +1,53 @@
+# Cassette Review. `make run` serves the demo; `make test` runs the whole suite.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+export DJANGO_SETTINGS_MODULE := reviewer.settings
+SANDBOX_RUNTIME ?= /opt/cassette-review/sandbox-runtime
+
+.PHONY: run setup migrate demo worker serve test test-fast test-sandbox lint fmt sandbox-runtime
+
+run: setup migrate demo
+	@scripts/run-dev.sh
+
+setup: $(BIN)/.installed
+
+$(BIN)/.installed: requirements.txt requirements-dev.txt constraints.txt
+	@scripts/setup.sh "$(PY)" "$(VENV)"
+	@touch $@
+
+migrate: setup
+	$(BIN)/python manage.py migrate --noinput
+
+demo: setup migrate
+	$(BIN)/python manage.py seed_demo
+
+worker: setup
+	$(BIN)/celery -A reviewer worker -B -l info --concurrency 2
+
+serve: setup
+	$(BIN)/python manage.py runserver 127.0.0.1:8000
+
+# The whole suite, including the tests that start a real worker and the real sandbox
+# (the sandbox needs root once, to create its users and runtime).
+test: setup sandbox-runtime
+	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+test-fast: setup
+	$(BIN)/python -m pytest -n 2 -m "not worker and not sandbox and not browser" $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python manage.py makemigrations --check --dry-run
+
+fmt: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+# Sandbox users (cr-sbx0..7) and the read-only runtime candidates' code runs with.
+sandbox-runtime:
+	@scripts/sandbox-setup.sh $(SANDBOX_RUNTIME)
+
+test-sandbox: setup sandbox-runtime
+	$(BIN)/python -m pytest -m sandbox $(PYTEST_ARGS)

@@ -1,0 +1,93 @@
+"""The demo cohort: users, assignments and candidate repos made by the project itself."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+
+from submissions.assignments import assignment_apply, load_assignment_file
+from submissions.intake import IntakeResult, submission_create
+from submissions.models import Assignment, Candidate
+from submissions.roles import HIRING_LEADS, REVIEWERS
+
+DEMO_DIR = Path(settings.BASE_DIR) / "demo"
+
+# Demo logins are public by design: they only ever guard demo data.
+DEMO_USERS = [
+    ("reviewer", "review-the-tapes", REVIEWERS),
+    ("reviewer2", "review-the-tapes", REVIEWERS),
+    ("lead", "lead-the-hiring", HIRING_LEADS),
+]
+
+
+@dataclass
+class Seeded:
+    users: list[tuple[str, str, str]]
+    results: list[IntakeResult]
+
+
+def zip_tree(root: Path, prefix: str) -> bytes:
+    """Zip a folder the way a repository host's "download ZIP" does (one top-level folder)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(root.rglob("*")):
+            rel = path.relative_to(root)
+            if any(part in {"__pycache__", ".pytest_cache", "out"} for part in rel.parts):
+                continue
+            if path.is_file() and not path.is_symlink():
+                info = zipfile.ZipInfo(
+                    f"{prefix}/{rel.as_posix()}", date_time=(2026, 11, 1, 0, 0, 0)
+                )
+                info.external_attr = (0o755 if path.stat().st_mode & 0o111 else 0o644) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                archive.writestr(info, path.read_bytes())
+    return buffer.getvalue()
+
+
+def demo_users_ensure() -> list[tuple[str, str, str]]:
+    """Create the demo users and role groups, resetting their passwords to the printed ones."""
+    user_model = get_user_model()
+    for group in (REVIEWERS, HIRING_LEADS):
+        Group.objects.get_or_create(name=group)
+    for username, password, group in DEMO_USERS:
+        user, _ = user_model.objects.get_or_create(username=username)
+        user.set_password(password)
+        user.is_staff = group == HIRING_LEADS
+        user.save()
+        user.groups.add(Group.objects.get(name=group))
+    return DEMO_USERS
+
+
+def demo_seed(demo_dir: Path = DEMO_DIR) -> Seeded:
+    """Apply the demo assignments and ingest every demo repo like an upload."""
+    users = demo_users_ensure()
+    for path in sorted((demo_dir / "assignments").glob("*.yaml")):
+        assignment_apply(values=load_assignment_file(path))
+    entries = yaml.safe_load((demo_dir / "candidates.yaml").read_text(encoding="utf-8")) or []
+    user_model = get_user_model()
+    reviewers = list(user_model.objects.filter(username__in=["reviewer", "reviewer2"]))
+    results = []
+    for index, entry in enumerate(entries):
+        repo = demo_dir / "repos" / entry["repo"]
+        assignment = Assignment.objects.get(slug=entry["assignment"])
+        candidate, _ = Candidate.objects.get_or_create(name=entry["candidate"])
+        data = zip_tree(repo, f"{entry['repo']}-main")
+        result = submission_create(
+            upload=io.BytesIO(data),
+            filename=f"{entry['repo']}-main.zip",
+            candidate=candidate,
+            assignment=assignment,
+            stub_url=entry.get("stub_url", ""),
+        )
+        # Every demo submission goes to the first reviewer; every other one to the second too.
+        assigned = reviewers[:1] + (reviewers[1:] if index % 2 == 0 else [])
+        result.submission.reviewers.add(*assigned)
+        results.append(result)
+    return Seeded(users=users, results=results)

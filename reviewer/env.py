@@ -1,0 +1,119 @@
+"""Typed readers for settings that come from environment variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+class Env:
+    """Reads typed values from a mapping; a bad value raises ImproperlyConfigured naming it."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        self.environ = os.environ if environ is None else environ
+
+    def str(self, name: str, default: str = "") -> str:
+        """A string, or the default when unset."""
+        return self.environ.get(name, default)
+
+    def bool(self, name: str, default: bool) -> bool:
+        """A boolean written as 1/0, true/false, yes/no or on/off."""
+        raw = self.environ.get(name)
+        if raw is None:
+            return default
+        value = raw.strip().lower()
+        if value in _TRUE:
+            return True
+        if value in _FALSE:
+            return False
+        raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false), got {raw!r}")
+
+    def int(self, name: str, default: int, *, minimum: int | None = 0) -> int:
+        """An integer, at least `minimum` when one is given."""
+        raw = self.environ.get(name)
+        if raw is None or raw.strip() == "":
+            return default
+        try:
+            value = int(raw.strip().replace("_", ""))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+        if minimum is not None and value < minimum:
+            raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+        return value
+
+    def float(self, name: str, default: float, *, minimum: float | None = 0.0) -> float:
+        """A float, at least `minimum` when one is given."""
+        raw = self.environ.get(name)
+        if raw is None or raw.strip() == "":
+            return default
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ImproperlyConfigured(f"{name} must be a finite number, got {raw!r}")
+        if minimum is not None and value < minimum:
+            raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+        return value
+
+    def list(self, name: str, default: list[str] | None = None) -> list[str]:
+        """A comma-separated list; blanks dropped."""
+        raw = self.environ.get(name)
+        if raw is None:
+            return list(default or [])
+        return [item.strip() for item in raw.split(",") if item.strip()]
+
+    def path(self, name: str, default: Path) -> Path:
+        """An absolute filesystem path (relative values are refused: they depend on the cwd)."""
+        raw = self.environ.get(name)
+        if raw is None or raw.strip() == "":
+            return default
+        path = Path(raw.strip()).expanduser()
+        if not path.is_absolute():
+            raise ImproperlyConfigured(f"{name} must be an absolute path, got {raw!r}")
+        return path
+
+    def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
+        """One of a fixed set of strings."""
+        value = self.environ.get(name, default).strip()
+        if value not in choices:
+            allowed = ", ".join(choices)
+            raise ImproperlyConfigured(f"{name} must be one of {allowed}, got {value!r}")
+        return value
+
+    def url(self, name: str, default: str, *, schemes: tuple[str, ...]) -> str:
+        """A URL whose scheme is one of `schemes`."""
+        value = self.environ.get(name, default).strip()
+        scheme = value.split("://", 1)[0] if "://" in value else ""
+        if scheme not in schemes:
+            allowed = ", ".join(schemes)
+            raise ImproperlyConfigured(f"{name} must be a URL with scheme {allowed}, got {value!r}")
+        return value
+
+
+def load_or_create_secret_key(path: Path) -> str:
+    """Read the development secret key kept outside the repo, generating it on first use."""
+    from django.core.management.utils import get_random_secret_key
+
+    try:
+        key = path.read_text().strip()
+        if key:
+            return key
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = get_random_secret_key()
+    # O_EXCL: two processes starting at once must not each write a different key.
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key)
+    return key

@@ -1,0 +1,104 @@
+"""Rubrics, reviews, scores and notes: the reviewing domain."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from submissions.models import Submission
+
+
+class RubricTemplate(models.Model):
+    slug = models.SlugField(max_length=80, unique=True)
+    title = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    builtin = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["title"]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def total_weight(self) -> int:
+        return sum(row.weight for row in self.rows.all())
+
+
+class RubricRow(models.Model):
+    template = models.ForeignKey(RubricTemplate, on_delete=models.CASCADE, related_name="rows")
+    order = models.PositiveSmallIntegerField(default=0)
+    title = models.CharField(max_length=200)
+    weight = models.PositiveSmallIntegerField(validators=[MaxValueValidator(100)])
+    how_to_check = models.TextField(blank=True)
+    check_ids = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["template", "order", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["template", "order"], name="unique_row_order")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.title} ({self.weight})"
+
+
+class Review(models.Model):
+    class State(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        SUBMITTED = "submitted", "Submitted"
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="reviews"
+    )
+    rubric = models.ForeignKey(RubricTemplate, on_delete=models.PROTECT, related_name="reviews")
+    state = models.CharField(max_length=20, choices=State.choices, default=State.DRAFT)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["submission", "reviewer"]
+        constraints = [
+            models.UniqueConstraint(fields=["submission", "reviewer"], name="one_review_each")
+        ]
+
+    def __str__(self) -> str:
+        return f"Review of {self.submission} by {self.reviewer}"
+
+
+class Score(models.Model):
+    review = models.ForeignKey(Review, on_delete=models.CASCADE, related_name="scores")
+    row = models.ForeignKey(RubricRow, on_delete=models.PROTECT, related_name="scores")
+    value = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(3)]
+    )
+    evidence = models.TextField(blank=True)
+    override_reason = models.TextField(blank=True)
+    # Bumped on every save; a save carrying an older version is a conflict, not an overwrite.
+    version = models.PositiveIntegerField(default=0)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["row__order"]
+        constraints = [models.UniqueConstraint(fields=["review", "row"], name="one_score_per_row")]
+
+    def __str__(self) -> str:
+        return f"{self.row.title}: {self.value}"
+
+
+class Note(models.Model):
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="notes")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    row = models.ForeignKey(RubricRow, null=True, blank=True, on_delete=models.SET_NULL)
+    body = models.TextField(help_text="Markdown; rendered sanitised.")
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created"]
+
+    def __str__(self) -> str:
+        return f"Note by {self.author} on {self.submission}"

@@ -1,0 +1,92 @@
+"""The machine-readable report of one submission (DESIGN.md, "Machine-readable report")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reviewer.models import Review, RubricTemplate
+from submissions.models import Submission
+
+
+def weighted_total(rows: list[tuple[int, int | None]]) -> float | None:
+    """Weighted total out of 100 from (weight, value 0–3) pairs; None until a row is scored."""
+    scored = [(w, v) for w, v in rows if v is not None]
+    if not scored:
+        return None
+    weight_sum = sum(w for w, _ in rows) or 1
+    return round(sum(w * v / 3 for w, v in scored) * 100 / weight_sum, 1)
+
+
+def report_build(submission: Submission) -> dict[str, Any]:
+    """Everything the dashboard knows of a submission, as plain JSON-able data."""
+    checks = [
+        {"id": c.check_id, "status": c.status, "summary": c.summary, "evidence": c.evidence}
+        for c in submission.checks.order_by("check_id")
+    ]
+    findings = [
+        {
+            "kind": f.kind,
+            "severity": f.severity,
+            "path": f.path,
+            "line": f.line,
+            "message": f.message,
+        }
+        for f in submission.findings.order_by("path", "line", "kind", "pk")
+    ]
+    jobs = [
+        {"kind": j.kind, "state": j.state, "attempts": j.attempts, "duration_s": j.duration_s}
+        for j in submission.jobs.order_by("pk")
+    ]
+    return {
+        "submission": submission.pk,
+        "candidate": submission.candidate.name,
+        "assignment": submission.assignment.slug,
+        "archive_sha256": submission.archive_sha256,
+        "status": submission.status,
+        "checks": checks,
+        "findings": findings,
+        "recordings": _recordings(submission),
+        "jobs": jobs,
+        "scores": _scores(submission),
+    }
+
+
+def _recordings(submission: Submission) -> list[dict[str, Any]]:
+    """Parsed recordings, once the analysis step stores them."""
+    related = getattr(submission, "recordings", None)
+    if related is None:
+        return []
+    return [
+        {
+            "path": r.path,
+            "format": r.format,
+            "interactions": r.interaction_count,
+            "turns": r.turn_count,
+            "model": r.model,
+            "recorded_at": r.recorded_at.isoformat() if r.recorded_at else None,
+        }
+        for r in related.order_by("path")
+    ]
+
+
+def _scores(submission: Submission) -> dict[str, Any]:
+    """Each review's row values and weighted total, in a stable order."""
+    rubric = RubricTemplate.objects.filter(slug=submission.assignment.rubric).first()
+    reviews = (
+        Review.objects.filter(submission=submission)
+        .select_related("reviewer")
+        .prefetch_related("scores__row")
+        .order_by("reviewer__username")
+    )
+    out: dict[str, Any] = {"rubric": rubric.slug if rubric else None, "reviews": []}
+    for review in reviews:
+        rows = sorted(review.scores.all(), key=lambda s: s.row.order)
+        out["reviews"].append(
+            {
+                "reviewer": review.reviewer.get_username(),
+                "state": review.state,
+                "rows": {s.row.title: s.value for s in rows},
+                "total": weighted_total([(s.row.weight, s.value) for s in rows]),
+            }
+        )
+    return out

@@ -1,0 +1,234 @@
+"""Settings, read from environment variables; zero configuration boots the embedded default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from reviewer.env import Env, load_or_create_secret_key
+
+env = Env()
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+# Everything the app writes (SQLite file, archives, extracted trees, broker queue, dev key)
+# lives under DATA_DIR, outside the repository.
+DATA_DIR = env.path("DATA_DIR", Path.home() / ".local" / "share" / "cassette-review")
+
+DEBUG = env.bool("DEBUG", True)
+DEMO_MODE = env.bool("DEMO_MODE", False)
+
+SECRET_KEY = env.str("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set when DEBUG is off (production refuses to boot without it)"
+        )
+    SECRET_KEY = load_or_create_secret_key(DATA_DIR / "secret_key")
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", [])
+SITE_NAME = env.str("SITE_NAME", "Cassette Review")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "reviewer",
+    "submissions",
+    "cassettes_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "reviewer.urls"
+WSGI_APPLICATION = "reviewer.wsgi.application"
+ASGI_APPLICATION = "reviewer.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "reviewer.context.site",
+            ],
+        },
+    }
+]
+
+# DATABASE_URL picks PostgreSQL (or anything dj-database-url knows); the default is SQLite.
+_database_url = env.str("DATABASE_URL")
+if _database_url:
+    try:
+        DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60)}
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "db.sqlite3",
+            # The embedded worker writes while the web process reads: WAL and a busy timeout
+            # keep "database is locked" away.
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = env.path("STATIC_ROOT", DATA_DIR / "static")
+
+# Archives and bodies go through the storage API, so web and workers on different machines
+# can share a volume or an S3-compatible store (STORAGE_BACKEND names any Django storage).
+MEDIA_ROOT = env.path("MEDIA_ROOT", DATA_DIR / "media")
+STORAGES = {
+    "default": {
+        "BACKEND": env.str("STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage"),
+    },
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if DEBUG
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        ),
+    },
+}
+# Extracted trees are a per-machine cache, re-derived from the stored archive when missing.
+WORK_DIR = env.path("WORK_DIR", DATA_DIR / "work")
+
+# Archive intake caps (bytes unless named otherwise).
+INTAKE_MAX_UPLOAD_BYTES = env.int("INTAKE_MAX_UPLOAD_BYTES", 50 * 2**20, minimum=1)
+INTAKE_MAX_TOTAL_BYTES = env.int("INTAKE_MAX_TOTAL_BYTES", 500 * 2**20, minimum=1)
+INTAKE_MAX_FILE_BYTES = env.int("INTAKE_MAX_FILE_BYTES", 100 * 2**20, minimum=1)
+INTAKE_MAX_FILES = env.int("INTAKE_MAX_FILES", 20_000, minimum=1)
+INTAKE_MAX_RATIO = env.int("INTAKE_MAX_RATIO", 100, minimum=1)
+INTAKE_MAX_DEPTH = env.int("INTAKE_MAX_DEPTH", 32, minimum=1)
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 2**20
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 2**20
+
+# Jobs and the queue.
+REDIS_URL = env.str("REDIS_URL")
+BROKER_DIR = env.path("BROKER_DIR", DATA_DIR / "broker")
+JOB_MAX_ATTEMPTS = env.int("JOB_MAX_ATTEMPTS", 3, minimum=1)
+JOB_SOFT_TIME_LIMIT = env.int("JOB_SOFT_TIME_LIMIT", 900, minimum=1)
+JOB_TIME_LIMIT = env.int("JOB_TIME_LIMIT", 960, minimum=2)
+JOB_HEARTBEAT_SECONDS = env.int("JOB_HEARTBEAT_SECONDS", 10, minimum=1)
+JOB_STALE_SECONDS = env.int("JOB_STALE_SECONDS", 120, minimum=1)
+JOB_REQUEUE_AFTER_SECONDS = env.int("JOB_REQUEUE_AFTER_SECONDS", 60, minimum=0)
+JOB_LOG_MAX_BYTES = env.int("JOB_LOG_MAX_BYTES", 64 * 1024, minimum=1024)
+ENQUEUE_TIMEOUT_SECONDS = env.float("ENQUEUE_TIMEOUT_SECONDS", 3.0)
+if JOB_TIME_LIMIT <= JOB_SOFT_TIME_LIMIT:
+    raise ImproperlyConfigured("JOB_TIME_LIMIT must be greater than JOB_SOFT_TIME_LIMIT")
+
+# Outbound requests to candidate stubs refuse loopback/private addresses unless listed here.
+OUTBOUND_ALLOW = env.list("OUTBOUND_ALLOW", [])
+
+# Sandbox. Candidate code never runs unsandboxed unless this loudly-named switch is on.
+SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED = env.bool("SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED", False)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", "INFO")},
+}
+
+# Production hardening: applies whenever DEBUG is off.
+if not DEBUG:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+
+# Celery: Redis when REDIS_URL is set, else kombu's filesystem transport (no server needed).
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    # The visibility timeout must exceed the hard time limit, or a long job is redelivered
+    # to a second worker while the first still runs it (Celery's Redis caveats).
+    _visibility = {"visibility_timeout": 2 * JOB_TIME_LIMIT}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        **_visibility,
+        "socket_connect_timeout": 3,
+        "socket_timeout": 10,
+    }
+    CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = _visibility
+else:
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "control_folder": str(BROKER_DIR / "control"),
+        "store_processed": False,
+        "polling_interval": 0.5,
+    }
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True  # paired with Job.attempts so a crash cannot loop
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = JOB_SOFT_TIME_LIMIT
+CELERY_TASK_TIME_LIMIT = JOB_TIME_LIMIT
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_TIMEOUT = 3
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 2,
+    "interval_start": 0,
+    "interval_step": 0.5,
+    "interval_max": 1,
+}
+CELERY_WORKER_MAX_TASKS_PER_CHILD = 50
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE = {
+    "reconcile-jobs": {"task": "submissions.tasks.reconcile", "schedule": 30.0},
+}
+# One queue name per deployment (tests give each run its own, so parallel runs never share).
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", "celery")

@@ -1,0 +1,209 @@
+"""Assignments as YAML files: shape presets, validation, and an idempotent apply."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_slug
+from django.db import transaction
+
+from submissions.models import Assignment
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "cassette": {
+        "replay_command": "make test && make demo",
+        "graded_outputs": ["out/answers.json"],
+        "recordings": ["cassettes/**/*.json"],
+        "traces": [],
+        "ledgers": [],
+        "volatile_fields": ["user", "request_id", "id", "created"],
+        "stale_after_days": 42,
+        "rubric": "cassette",
+    },
+    "run-twice": {
+        "replay_command": "./run.sh replay",
+        "graded_outputs": ["out/answers.json"],
+        "recordings": ["fixtures/**/*.json"],
+        "traces": [],
+        "ledgers": [],
+        "volatile_fields": [],
+        "stale_after_days": 42,
+        "rubric": "run-twice",
+    },
+    "trace": {
+        "replay_command": "make test",
+        "graded_outputs": [],
+        "recordings": ["cassettes/**/*.json"],
+        "traces": ["replay.jsonl"],
+        "ledgers": [],
+        "volatile_fields": ["user", "request_id", "id", "created"],
+        "stale_after_days": 42,
+        "id_pattern": "ord_[0-9a-f]+",
+        "rubric": "trace",
+    },
+    "ticket-service": {
+        "replay_command": "make test",
+        "graded_outputs": [],
+        "recordings": ["cassettes/**/*.json"],
+        "traces": [],
+        "ledgers": ["ledger.jsonl"],
+        "volatile_fields": [],
+        "stale_after_days": 42,
+        "service_start_command": "python app.py",
+        "service_port": 8000,
+        "service_request": {"method": "POST", "path": "/extract", "field": "line"},
+        "rubric": "ticket-service",
+    },
+}
+
+# YAML key → model field, where they differ.
+_FIELD_FOR_KEY = {
+    "recordings": "recording_globs",
+    "traces": "trace_globs",
+    "ledgers": "ledger_globs",
+}
+_STR_KEYS = {
+    "title",
+    "replay_command",
+    "expected_model",
+    "id_pattern",
+    "stub_start_command",
+    "service_start_command",
+    "rubric",
+}
+_LIST_KEYS = {"graded_outputs", "recordings", "traces", "ledgers", "volatile_fields"}
+_ALLOWED = {"slug", "shape", "stale_after_days", "service_port", "service_request", "ticket_schema"}
+ALLOWED_KEYS = frozenset(_ALLOWED | _STR_KEYS | _LIST_KEYS)
+
+
+class AssignmentError(ValueError):
+    """A bad assignment file; the message names the key."""
+
+
+def _fail(key: str, message: str) -> AssignmentError:
+    return AssignmentError(f"{key}: {message}")
+
+
+def assignment_values(data: Any, *, base_dir: Path | None = None) -> dict[str, Any]:
+    """Validate an assignment mapping and return model field values (preset filled in)."""
+    if not isinstance(data, dict):
+        raise AssignmentError("the file must hold a mapping of keys to values")
+    unknown = sorted(str(k) for k in data if k not in ALLOWED_KEYS)
+    if unknown:
+        raise _fail(unknown[0], f"unknown key (allowed: {', '.join(sorted(ALLOWED_KEYS))})")
+    for key in ("slug", "title"):
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            raise _fail(key, "required, a non-empty string")
+    try:
+        validate_slug(data["slug"])
+    except ValidationError:
+        raise _fail("slug", "letters, digits, hyphens and underscores only") from None
+    shape = data.get("shape", "cassette")
+    if shape not in PRESETS:
+        raise _fail("shape", f"must be one of {', '.join(PRESETS)}, got {shape!r}")
+    merged: dict[str, Any] = {**PRESETS[shape], **data, "shape": shape}
+
+    values: dict[str, Any] = {"slug": merged["slug"], "shape": shape}
+    for key in _STR_KEYS:
+        value = merged.get(key, "")
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            raise _fail(key, f"must be a string, got {type(value).__name__}")
+        values[key] = value.strip()
+    for key in _LIST_KEYS:
+        value = merged.get(key, [])
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise _fail(key, "must be a list of non-empty strings")
+        values[_FIELD_FOR_KEY.get(key, key)] = value
+    days = merged.get("stale_after_days", 42)
+    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 3650:
+        raise _fail(
+            "stale_after_days", f"must be a whole number of days from 1 to 3650, got {days!r}"
+        )
+    values["stale_after_days"] = days
+    port = merged.get("service_port")
+    if port is not None and (
+        isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535
+    ):
+        raise _fail("service_port", f"must be a port number from 1 to 65535, got {port!r}")
+    values["service_port"] = port
+    request = merged.get("service_request") or {}
+    if not isinstance(request, dict) or not set(request) <= {"method", "path", "field"}:
+        raise _fail("service_request", "must be a mapping with method, path and field")
+    if request and not str(request.get("path", "")).startswith("/"):
+        raise _fail("service_request", "path must start with /")
+    values["service_request"] = request
+    try:
+        re.compile(values["id_pattern"] or "ord_[0-9a-f]+")
+    except re.error as exc:
+        raise _fail("id_pattern", f"not a valid regular expression: {exc}") from None
+    values["id_pattern"] = values["id_pattern"] or "ord_[0-9a-f]+"
+    values["ticket_schema"] = _load_schema(merged.get("ticket_schema"), base_dir)
+    return values
+
+
+def _load_schema(value: Any, base_dir: Path | None) -> dict | None:
+    """A JSON Schema given inline or as a path relative to the assignment file."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, dict):
+        schema = value
+    elif isinstance(value, str):
+        if base_dir is None:
+            raise _fail("ticket_schema", "a path needs the assignment file's folder")
+        path = (base_dir / value).resolve()
+        try:
+            schema = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise _fail("ticket_schema", f"file not found: {value}") from None
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise _fail("ticket_schema", f"not valid JSON: {exc}") from None
+    else:
+        raise _fail("ticket_schema", "must be a path or a mapping")
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise _fail("ticket_schema", f"not a valid JSON Schema: {exc.message}") from None
+    return schema
+
+
+def load_assignment_file(path: Path) -> dict[str, Any]:
+    """Read and validate an assignment YAML file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AssignmentError(f"cannot read {path}: {exc}") from None
+    if len(text) > 1_000_000:
+        raise AssignmentError("the assignment file is larger than 1 MB")
+    try:
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader, chosen above
+    except yaml.YAMLError as exc:
+        raise AssignmentError(f"not valid YAML: {exc}") from None
+    return assignment_values(data, base_dir=path.parent)
+
+
+def assignment_apply(*, values: dict[str, Any]) -> tuple[Assignment, bool]:
+    """Create or update an assignment; returns (assignment, changed)."""
+    with transaction.atomic():
+        assignment = Assignment.objects.select_for_update().filter(slug=values["slug"]).first()
+        if assignment is None:
+            return Assignment.objects.create(**values), True
+        changed = [k for k, v in values.items() if getattr(assignment, k) != v]
+        if changed:
+            for key in changed:
+                setattr(assignment, key, values[key])
+            assignment.save(update_fields=[*changed, "updated"])
+        return assignment, bool(changed)

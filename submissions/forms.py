@@ -1,0 +1,53 @@
+"""Forms for uploads and assignments."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+
+from submissions.assignments import PRESETS
+from submissions.models import Assignment
+
+
+class UploadForm(forms.Form):
+    candidate = forms.CharField(
+        max_length=200, help_text="An existing candidate's name, or a new one to add."
+    )
+    archive = forms.FileField(help_text="zip, tar, tar.gz, tar.bz2 or tar.xz")
+    stub_url = forms.URLField(
+        required=False,
+        max_length=500,
+        assume_scheme="https",
+        help_text="The candidate's live shop stub, if the assignment has traces.",
+    )
+
+    def clean_candidate(self) -> str:
+        name = " ".join(self.cleaned_data["candidate"].split())
+        if not name:
+            raise forms.ValidationError("Name the candidate.")
+        return name
+
+    def clean_archive(self):
+        archive = self.cleaned_data["archive"]
+        limit = settings.INTAKE_MAX_UPLOAD_BYTES
+        if archive.size > limit:
+            raise forms.ValidationError(
+                f"The archive is {archive.size} bytes; the limit is {limit} bytes."
+            )
+        if archive.size == 0:
+            raise forms.ValidationError("The archive is empty (0 bytes).")
+        return archive
+
+    def clean_stub_url(self) -> str:
+        url = self.cleaned_data.get("stub_url", "")
+        if url and not url.startswith(("http://", "https://")):
+            raise forms.ValidationError("The stub URL must start with http:// or https://.")
+        return url
+
+
+class AssignmentForm(forms.ModelForm):
+    shape = forms.ChoiceField(choices=[(k, k) for k in PRESETS])
+
+    class Meta:
+        model = Assignment
+        fields = ["slug", "title", "shape", "replay_command", "expected_model", "stale_after_days"]

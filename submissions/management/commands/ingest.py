@@ -1,0 +1,114 @@
+"""manage.py ingest ARCHIVE --assignment SLUG --candidate NAME [--stub-url URL] [--wait]."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.validators import URLValidator
+
+from submissions.intake import UploadRejected, submission_create
+from submissions.jobs import job_execute
+from submissions.models import Assignment, Candidate, Job, Submission
+
+
+class Command(BaseCommand):
+    help = (
+        "Create a submission from an archive. Progress goes to stderr; the last line of stdout "
+        "is the submission id. A rejected archive exits non-zero with the reason on stderr."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("archive", type=Path)
+        parser.add_argument("--assignment", required=True, help="the assignment's slug")
+        parser.add_argument("--candidate", required=True, help="the candidate's name")
+        parser.add_argument("--stub-url", default="", help="the candidate's live stub URL")
+        parser.add_argument("--wait", action="store_true", help="return when the jobs end")
+        parser.add_argument(
+            "--timeout", type=float, default=1800, help="seconds --wait waits for a worker"
+        )
+        parser.add_argument(
+            "--inline",
+            action="store_true",
+            help="run the jobs in this process instead of waiting for a worker",
+        )
+
+    def handle(self, *args: object, **options: object) -> None:
+        archive: Path = options["archive"]  # type: ignore[assignment]
+        if not archive.is_file():
+            raise CommandError(f"{archive}: no such file")
+        try:
+            assignment = Assignment.objects.get(slug=options["assignment"])
+        except Assignment.DoesNotExist:
+            slugs = ", ".join(Assignment.objects.values_list("slug", flat=True)) or "none yet"
+            raise CommandError(
+                f"no assignment with slug {options['assignment']!r} (known: {slugs})"
+            ) from None
+        stub_url = str(options["stub_url"] or "")
+        if stub_url:
+            try:
+                URLValidator(schemes=["http", "https"])(stub_url)
+            except ValidationError:
+                raise CommandError(f"--stub-url {stub_url!r} is not an http(s) URL") from None
+        name = " ".join(str(options["candidate"]).split())
+        if not name:
+            raise CommandError("--candidate must name the candidate")
+        candidate, _ = Candidate.objects.get_or_create(name=name)
+        try:
+            with archive.open("rb") as handle:
+                result = submission_create(
+                    upload=handle,
+                    filename=archive.name,
+                    candidate=candidate,
+                    assignment=assignment,
+                    stub_url=stub_url,
+                )
+        except UploadRejected as exc:
+            raise CommandError(f"{archive}: rejected: {exc}") from None
+        submission = result.submission
+        if not result.created:
+            self.stderr.write(f"already ingested as submission {submission.pk}")
+        if result.reason:
+            self.stdout.write(str(submission.pk))
+            raise CommandError(f"{archive}: rejected: {result.reason}")
+        self.stderr.write(f"submission {submission.pk} stored (sha256 {submission.archive_sha256})")
+        if options["inline"]:
+            self._run_inline(submission)
+        elif options["wait"]:
+            self._wait(submission, float(options["timeout"]))  # type: ignore[arg-type]
+        self.stdout.write(str(submission.pk))
+
+    def _run_inline(self, submission: Submission) -> None:
+        """Run queued jobs here until none is left (jobs may create follow-up jobs)."""
+        while job := submission.jobs.filter(state=Job.State.QUEUED).order_by("pk").first():
+            self.stderr.write(f"running {job.kind} job {job.pk}")
+            state = job_execute(job_id=job.pk)
+            self.stderr.write(f"{job.kind} job {job.pk}: {state}")
+
+    def _wait(self, submission: Submission, timeout: float) -> None:
+        """Poll the jobs, reporting changes on stderr, until all have ended."""
+        deadline = time.monotonic() + timeout
+        seen: dict[int, tuple[str, int, str]] = {}
+        while True:
+            jobs = list(submission.jobs.order_by("pk"))
+            for job in jobs:
+                now = (job.state, job.progress, job.step)
+                if seen.get(job.pk) != now:
+                    seen[job.pk] = now
+                    line = f"{job.kind} job {job.pk}: {job.state} {job.progress}% {job.step}"
+                    if job.error:
+                        line += f" — {job.error}"
+                    self.stderr.write(line)
+            if jobs and all(job.is_final for job in jobs):
+                return
+            if time.monotonic() > deadline:
+                self.stdout.write(str(submission.pk))
+                raise CommandError(
+                    f"jobs still pending after {timeout:.0f} s: is a worker running? "
+                    "(start one with `make worker`, or use --inline)"
+                )
+            sys.stderr.flush()
+            time.sleep(0.5)

@@ -1,0 +1,228 @@
+"""Candidates, assignments, submissions, their jobs and what the checks found."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q, QuerySet
+from django.urls import reverse
+
+from submissions.roles import is_hiring_lead
+
+
+class Candidate(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    email = models.EmailField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Assignment(models.Model):
+    class Shape(models.TextChoices):
+        CASSETTE = "cassette", "Cassette"
+        RUN_TWICE = "run-twice", "Run twice"
+        TRACE = "trace", "Trace"
+        TICKET_SERVICE = "ticket-service", "Ticket service"
+
+    slug = models.SlugField(max_length=80, unique=True)
+    title = models.CharField(max_length=200)
+    shape = models.CharField(max_length=20, choices=Shape.choices, default=Shape.CASSETTE)
+    replay_command = models.CharField(max_length=500, blank=True)
+    graded_outputs = models.JSONField(default=list, blank=True)
+    recording_globs = models.JSONField(default=list, blank=True)
+    trace_globs = models.JSONField(default=list, blank=True)
+    ledger_globs = models.JSONField(default=list, blank=True)
+    volatile_fields = models.JSONField(default=list, blank=True)
+    stale_after_days = models.PositiveIntegerField(default=42)
+    expected_model = models.CharField(max_length=200, blank=True)
+    id_pattern = models.CharField(max_length=200, default="ord_[0-9a-f]+")
+    stub_start_command = models.CharField(max_length=500, blank=True)
+    service_start_command = models.CharField(max_length=500, blank=True)
+    service_port = models.PositiveIntegerField(null=True, blank=True)
+    service_request = models.JSONField(default=dict, blank=True)
+    ticket_schema = models.JSONField(null=True, blank=True)
+    # The rubric is named by slug: rubrics live in `reviewer`, which depends on this app,
+    # never the other way round.
+    rubric = models.SlugField(max_length=80, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["title"]
+
+    def __str__(self) -> str:
+        return self.title
+
+    def get_absolute_url(self) -> str:
+        return reverse("assignment", args=[self.slug])
+
+
+class SubmissionQuerySet(QuerySet["Submission"]):
+    def visible_to(self, user: object) -> SubmissionQuerySet:
+        """Hiring leads see every submission; a reviewer sees those assigned to them."""
+        if is_hiring_lead(user):
+            return self
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(Q(reviewers=user)).distinct()
+
+
+class Submission(models.Model):
+    class Status(models.TextChoices):
+        RECEIVED = "received", "Received"
+        PROCESSING = "processing", "Processing"
+        READY = "ready", "Ready for review"
+        REJECTED = "rejected", "Rejected"
+        ERROR = "error", "Error"
+
+    candidate = models.ForeignKey(Candidate, on_delete=models.PROTECT, related_name="submissions")
+    assignment = models.ForeignKey(Assignment, on_delete=models.PROTECT, related_name="submissions")
+    archive = models.FileField(upload_to="archives/%Y/%m/", max_length=300)
+    archive_name = models.CharField(max_length=300, blank=True)
+    archive_sha256 = models.CharField(max_length=64, db_index=True)
+    archive_size = models.PositiveBigIntegerField(default=0)
+    archive_format = models.CharField(max_length=20, blank=True)
+    file_count = models.PositiveIntegerField(default=0)
+    unpacked_bytes = models.PositiveBigIntegerField(default=0)
+    stub_url = models.URLField(max_length=500, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RECEIVED)
+    status_reason = models.TextField(blank=True)
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="uploaded_submissions",
+    )
+    reviewers = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="assigned_submissions"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = SubmissionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created"]
+        constraints = [
+            # The same archive uploaded twice for one candidate and assignment is one submission.
+            models.UniqueConstraint(
+                fields=["candidate", "assignment", "archive_sha256"], name="unique_upload"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.candidate} · {self.assignment.slug} · #{self.pk}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("submission", args=[self.pk])
+
+
+class Job(models.Model):
+    class Kind(models.TextChoices):
+        INTAKE = "intake", "Intake"
+        ANALYSIS = "analysis", "Analysis"
+        REPLAY = "replay", "Sandboxed replay"
+        TRACE = "trace", "Trace verification"
+        PROBE = "probe", "Service probe"
+        # Used by the test-suite to exercise crashes and timeouts through a real worker.
+        SELFTEST = "selftest", "Self-test"
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        PASSED = "passed", "Passed"
+        FAILED = "failed", "Failed"
+        ERROR = "error", "Error"
+        TIMED_OUT = "timed_out", "Timed out"
+
+    FINAL_STATES = frozenset({State.PASSED, State.FAILED, State.ERROR, State.TIMED_OUT})
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="jobs")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
+    progress = models.PositiveSmallIntegerField(default=0)
+    step = models.CharField(max_length=100, blank=True)
+    log = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    max_attempts = models.PositiveSmallIntegerField(default=3)
+    params = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    enqueue_error = models.TextField(blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    runner = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created", "pk"]
+        indexes = [models.Index(fields=["state", "created"])]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} #{self.pk} ({self.state})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in self.FINAL_STATES
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at and self.finished_at:
+            return round((self.finished_at - self.started_at).total_seconds(), 3)
+        return None
+
+
+class CheckResult(models.Model):
+    class Status(models.TextChoices):
+        PASS = "pass", "Pass"
+        FAIL = "fail", "Fail"
+        WARN = "warn", "Warn"
+        SKIP = "skip", "Skip"
+        ERROR = "error", "Error"
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="checks")
+    check_id = models.CharField(max_length=80)
+    status = models.CharField(max_length=10, choices=Status.choices)
+    summary = models.TextField()
+    evidence = models.JSONField(default=list, blank=True)
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["check_id"]
+        constraints = [
+            # Upserted by (submission, check): a redelivered job never duplicates a result.
+            models.UniqueConstraint(fields=["submission", "check_id"], name="one_result_per_check")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.check_id}: {self.status}"
+
+
+class Finding(models.Model):
+    class Severity(models.TextChoices):
+        INFO = "info", "Info"
+        WARN = "warn", "Warning"
+        ERROR = "error", "Error"
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="findings")
+    kind = models.CharField(max_length=80)
+    severity = models.CharField(max_length=10, choices=Severity.choices, default=Severity.WARN)
+    path = models.CharField(max_length=1024, blank=True)
+    line = models.PositiveIntegerField(null=True, blank=True)
+    message = models.TextField()
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["path", "line", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.path}:{self.line or ''}"

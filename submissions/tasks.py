@@ -1,0 +1,19 @@
+"""Celery tasks: thin adapters that take ids and call the domain."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from submissions.jobs import job_execute, jobs_reconcile
+
+
+@shared_task(name="submissions.tasks.run_job")
+def run_job(job_id: int) -> str | None:
+    """Run one job by id."""
+    return job_execute(job_id=job_id)
+
+
+@shared_task(name="submissions.tasks.reconcile")
+def reconcile() -> dict[str, int]:
+    """Re-enqueue jobs the broker lost and end or rescue those whose worker died."""
+    return jobs_reconcile()

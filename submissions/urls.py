@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from submissions import views
+
+urlpatterns = [
+    path("assignments/new/", views.assignment_new, name="assignment_new"),
+    path("assignments/<slug:slug>/", views.assignment_detail, name="assignment"),
+    path("submissions/<int:pk>/", views.submission_detail, name="submission"),
+]

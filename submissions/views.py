@@ -1,0 +1,117 @@
+"""Pages for assignments, uploads and submissions."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import HttpResponseStopPolling
+
+from submissions.assignments import PRESETS, AssignmentError, assignment_apply, assignment_values
+from submissions.forms import AssignmentForm, UploadForm
+from submissions.intake import UploadRejected, submission_create
+from submissions.models import Assignment, Candidate, Job, Submission
+
+
+def _get_submission_for_user(request: HttpRequest, pk: int) -> Submission:
+    """The submission if this user may see it, else 404 (never 403: no existence leak)."""
+    queryset = Submission.objects.visible_to(request.user).select_related(
+        "candidate", "assignment", "uploaded_by"
+    )
+    return get_object_or_404(queryset, pk=pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def assignment_new(request: HttpRequest) -> HttpResponse:
+    """Create an assignment from a shape preset."""
+    form = AssignmentForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = {k: v for k, v in form.cleaned_data.items() if v not in ("", None)}
+        try:
+            values = assignment_values(data)
+        except AssignmentError as exc:
+            form.add_error(None, str(exc))
+        else:
+            assignment, _ = assignment_apply(values=values)
+            messages.success(request, f"Assignment {assignment.title} saved.")
+            return redirect(assignment)
+    return render(request, "submissions/assignment_new.html", {"form": form, "presets": PRESETS})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def assignment_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    """An assignment's submissions (those this user may see) and the upload form."""
+    assignment = get_object_or_404(Assignment, slug=slug)
+    form = UploadForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        candidate, _ = Candidate.objects.get_or_create(name=form.cleaned_data["candidate"])
+        upload = form.cleaned_data["archive"]
+        try:
+            result = submission_create(
+                upload=upload,
+                filename=upload.name,
+                candidate=candidate,
+                assignment=assignment,
+                stub_url=form.cleaned_data["stub_url"],
+                uploaded_by=request.user,
+            )
+        except UploadRejected as exc:
+            form.add_error("archive", str(exc))
+        else:
+            submission = result.submission
+            submission.reviewers.add(request.user)
+            if result.reason:
+                form.add_error("archive", f"The archive was rejected: {result.reason}")
+            else:
+                if not result.created:
+                    messages.info(request, "This archive was already uploaded for this candidate.")
+                return redirect(submission)
+    submissions = (
+        Submission.objects.visible_to(request.user)
+        .filter(assignment=assignment)
+        .select_related("candidate")
+        .annotate(
+            jobs_pending=Count("jobs", filter=Q(jobs__state__in=["queued", "running"])),
+        )
+    )
+    return render(
+        request,
+        "submissions/assignment.html",
+        {"assignment": assignment, "submissions": submissions, "form": form},
+        status=400 if form.errors else 200,
+    )
+
+
+@login_required
+@require_GET
+def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One submission: header, jobs, checks and findings."""
+    submission = _get_submission_for_user(request, pk)
+    context = _submission_context(submission)
+    if request.htmx:
+        response = render(request, "submissions/submission.html#job-panel", context)
+        if not context["jobs_active"]:
+            # 286 tells htmx to stop polling: the jobs have ended.
+            stop = HttpResponseStopPolling(response.content)
+            return stop
+        return response
+    return render(request, "submissions/submission.html", context)
+
+
+def _submission_context(submission: Submission) -> dict[str, object]:
+    jobs = list(submission.jobs.all())
+    return {
+        "submission": submission,
+        "jobs": jobs,
+        "jobs_active": any(not job.is_final for job in jobs),
+        "queue_unreachable": any(
+            job.enqueue_error and job.state == Job.State.QUEUED for job in jobs
+        ),
+        "checks": list(submission.checks.all()),
+        "findings": list(submission.findings.all()[:200]),
+    }

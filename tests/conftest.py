@@ -1,0 +1,66 @@
+"""The shared cast: two reviewers, a hiring lead, an assignment, and archive builders."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+from django.contrib.auth.models import Group, User
+
+from submissions.assignments import assignment_apply, assignment_values
+from submissions.models import Assignment, Candidate
+from submissions.roles import HIRING_LEADS, REVIEWERS
+
+
+def make_zip(files: dict[str, bytes | str], *, root: str | None = "repo-main") -> bytes:
+    """A zip of `files`, under one top-level folder like a host's "download ZIP"."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, content in files.items():
+            archive.writestr(f"{root}/{name}" if root else name, content)
+    return buffer.getvalue()
+
+
+SMALL_REPO = {
+    "README.md": "# Triage agent\n",
+    "Makefile": "test:\n\tpython -m pytest\n",
+    "cassettes/0123456789abcdef.json": '{"key": "0123456789abcdef", "request": {}, "response": {}}',
+}
+
+
+@pytest.fixture
+def reviewer(db: None) -> User:
+    user = User.objects.create_user("alice", password="pw-alice-123")
+    user.groups.add(Group.objects.get_or_create(name=REVIEWERS)[0])
+    return user
+
+
+@pytest.fixture
+def reviewer2(db: None) -> User:
+    user = User.objects.create_user("bob", password="pw-bob-123")
+    user.groups.add(Group.objects.get_or_create(name=REVIEWERS)[0])
+    return user
+
+
+@pytest.fixture
+def lead(db: None) -> User:
+    user = User.objects.create_user("carol", password="pw-carol-123")
+    user.groups.add(Group.objects.get_or_create(name=HIRING_LEADS)[0])
+    return user
+
+
+@pytest.fixture
+def assignment(db: None) -> Assignment:
+    values = assignment_values({"slug": "cassette-triage", "title": "Cassette triage"})
+    return assignment_apply(values=values)[0]
+
+
+@pytest.fixture
+def candidate(db: None) -> Candidate:
+    return Candidate.objects.create(name="Ada Candidate")
+
+
+@pytest.fixture
+def small_zip() -> bytes:
+    return make_zip(SMALL_REPO)

@@ -1,0 +1,317 @@
+"""The job state machine, enqueueing with the broker down, and the reconciler."""
+
+from __future__ import annotations
+
+import io
+import socket
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from django.utils import timezone
+
+from reviewer import celery_app
+from submissions import jobs
+from submissions.intake import submission_create
+from submissions.jobs import cap_log, job_create, job_execute, jobs_reconcile
+from submissions.models import Job, Submission
+
+
+@pytest.fixture
+def submission(db: None, assignment, candidate, small_zip) -> Submission:
+    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+        return submission_create(
+            upload=io.BytesIO(small_zip),
+            filename="repo.zip",
+            candidate=candidate,
+            assignment=assignment,
+        ).submission
+
+
+def _selftest(submission: Submission, action: str = "pass", **params) -> Job:
+    return Job.objects.create(
+        submission=submission, kind=Job.Kind.SELFTEST, params={"action": action, **params}
+    )
+
+
+@pytest.fixture
+def broker_down(monkeypatch: pytest.MonkeyPatch):
+    """Point Celery at a closed port on loopback: publishing fails fast."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    conf = celery_app.conf
+    saved = (conf.broker_url, conf.broker_transport_options)
+    conf.broker_url = f"redis://127.0.0.1:{port}/0"
+    conf.broker_transport_options = {"socket_connect_timeout": 0.5}
+    celery_app.pool.force_close_all()
+    celery_app._pool = None
+    yield
+    conf.broker_url, conf.broker_transport_options = saved
+    celery_app._pool = None
+
+
+def test_intake_job_runs_to_passed_and_submission_becomes_ready(submission: Submission) -> None:
+    job = submission.jobs.get()
+    assert job.state == Job.State.QUEUED
+    assert job_execute(job_id=job.pk) == Job.State.PASSED
+    job.refresh_from_db()
+    assert job.attempts == 1
+    assert job.progress == 100
+    assert job.finished_at and job.started_at
+    assert "3 files" in job.log or "unpacked 3 files" in job.log
+    submission.refresh_from_db()
+    assert submission.status == Submission.Status.READY
+
+
+def test_a_finished_job_is_not_run_again(submission: Submission) -> None:
+    job = _selftest(submission)
+    assert job_execute(job_id=job.pk) == Job.State.PASSED
+    assert job_execute(job_id=job.pk) is None
+    job.refresh_from_db()
+    assert job.attempts == 1
+
+
+def test_a_running_job_with_a_live_runner_is_left_alone(submission: Submission) -> None:
+    job = _selftest(submission)
+    Job.objects.filter(pk=job.pk).update(
+        state=Job.State.RUNNING, runner=jobs.runner_id(), heartbeat_at=timezone.now(), attempts=1
+    )
+    assert job_execute(job_id=job.pk) is None
+    job.refresh_from_db()
+    assert job.state == Job.State.RUNNING
+
+
+def test_redelivery_after_runner_died_takes_over_and_counts_an_attempt(
+    submission: Submission,
+) -> None:
+    job = _selftest(submission)
+    dead = f"{socket.gethostname()}:999999999"
+    Job.objects.filter(pk=job.pk).update(
+        state=Job.State.RUNNING, runner=dead, heartbeat_at=timezone.now(), attempts=1
+    )
+    assert job_execute(job_id=job.pk) == Job.State.PASSED
+    job.refresh_from_db()
+    assert job.attempts == 2
+    assert "worker lost during attempt 1" in job.log
+
+
+def test_redelivery_after_the_last_attempt_ends_in_error(submission: Submission) -> None:
+    job = _selftest(submission)
+    Job.objects.filter(pk=job.pk).update(
+        state=Job.State.RUNNING, runner=f"{socket.gethostname()}:999999999", attempts=3
+    )
+    assert job_execute(job_id=job.pk) is None
+    job.refresh_from_db()
+    assert job.state == Job.State.ERROR
+    assert "worker lost 3 times" in job.error
+
+
+@pytest.mark.parametrize(
+    ("action", "state"),
+    [("fail", "failed"), ("error", "error"), ("pass", "passed")],
+)
+def test_handler_outcomes_map_to_states(submission: Submission, action: str, state: str) -> None:
+    job = _selftest(submission, action)
+    assert job_execute(job_id=job.pk) == state
+
+
+def test_a_crashing_handler_ends_in_error_with_the_reason(
+    submission: Submission, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def boom(job, progress):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setitem(jobs.HANDLERS, Job.Kind.SELFTEST, boom)
+    job = _selftest(submission)
+    assert job_execute(job_id=job.pk) == Job.State.ERROR
+    job.refresh_from_db()
+    assert "RuntimeError: disk on fire" in job.error
+
+
+def test_soft_time_limit_ends_timed_out(
+    submission: Submission, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    def slow(job, progress):
+        progress.log("started")
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setitem(jobs.HANDLERS, Job.Kind.SELFTEST, slow)
+    job = _selftest(submission)
+    assert job_execute(job_id=job.pk) == Job.State.TIMED_OUT
+    job.refresh_from_db()
+    assert "started" in job.log  # the partial log is kept
+
+
+def test_job_log_is_redacted_and_capped(
+    submission: Submission, monkeypatch: pytest.MonkeyPatch, settings
+) -> None:
+    settings.JOB_LOG_MAX_BYTES = 2048
+    secret = "sk-proj-" + "Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dF3gH5jK7m"
+
+    def chatty(job, progress):
+        progress.log(f"calling with Authorization: Bearer {secret}")
+        for i in range(500):
+            progress.log(f"line {i}")
+
+    monkeypatch.setitem(jobs.HANDLERS, Job.Kind.SELFTEST, chatty)
+    job = _selftest(submission)
+    job_execute(job_id=job.pk)
+    job.refresh_from_db()
+    assert secret not in job.log
+    assert len(job.log.encode()) <= 2048 + 200
+    assert "bytes of log dropped" in job.log
+    assert "line 499" in job.log
+
+
+def test_cap_log_keeps_head_and_tail() -> None:
+    text = "HEAD" + "x" * 10_000 + "TAIL"
+    capped = cap_log(text, 1000)
+    assert capped.startswith("HEAD") and capped.endswith("TAIL")
+    assert len(capped.encode()) <= 1000
+
+
+def test_enqueue_happens_only_after_commit(
+    db: None, assignment, candidate, small_zip, django_capture_on_commit_callbacks
+) -> None:
+    with mock.patch.object(jobs, "job_enqueue") as enqueue:
+        with django_capture_on_commit_callbacks(execute=False) as callbacks:
+            result = submission_create(
+                upload=io.BytesIO(small_zip),
+                filename="r.zip",
+                candidate=candidate,
+                assignment=assignment,
+            )
+            assert enqueue.call_count == 0
+        assert len(callbacks) == 1
+        callbacks[0]()
+        enqueue.assert_called_once_with(job_id=result.submission.jobs.get().pk)
+
+
+def test_upload_with_broker_down_keeps_submission_and_queued_job(
+    db: None, assignment, candidate, small_zip, broker_down, django_capture_on_commit_callbacks
+) -> None:
+    started = timezone.now()
+    with django_capture_on_commit_callbacks(execute=True):
+        result = submission_create(
+            upload=io.BytesIO(small_zip),
+            filename="r.zip",
+            candidate=candidate,
+            assignment=assignment,
+        )
+    assert (timezone.now() - started).total_seconds() < 5
+    job = result.submission.jobs.get()
+    assert job.state == Job.State.QUEUED
+    assert "queue" in job.enqueue_error
+    assert job.enqueued_at is None
+
+
+def test_page_says_the_queue_is_unreachable(
+    client,
+    reviewer,
+    assignment,
+    candidate,
+    small_zip,
+    broker_down,
+    django_capture_on_commit_callbacks,
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        result = submission_create(
+            upload=io.BytesIO(small_zip),
+            filename="r.zip",
+            candidate=candidate,
+            assignment=assignment,
+            uploaded_by=reviewer,
+        )
+    client.force_login(reviewer)
+    page = client.get(result.submission.get_absolute_url())
+    assert b"job queue is unreachable" in page.content
+
+
+def test_reconciler_enqueues_a_stale_queued_job_once_broker_is_back(
+    submission: Submission, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = submission.jobs.get()
+    Job.objects.filter(pk=job.pk).update(enqueue_error="the queue is unreachable")
+    published: list[int] = []
+    monkeypatch.setattr(
+        "submissions.tasks.run_job.apply_async",
+        lambda args, **kw: published.append(args[0]),
+    )
+    assert jobs_reconcile()["requeued"] == 1
+    assert published == [job.pk]
+    job.refresh_from_db()
+    assert job.enqueue_error == "" and job.enqueued_at is not None
+    # A second pass soon after does not publish it again.
+    assert jobs_reconcile()["requeued"] == 0
+    assert published == [job.pk]
+
+
+def test_reconciler_requeues_a_job_whose_worker_died(
+    submission: Submission, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks
+) -> None:
+    monkeypatch.setattr("submissions.tasks.run_job.apply_async", lambda args, **kw: None)
+    job = _selftest(submission)
+    Job.objects.filter(pk=job.pk).update(
+        state=Job.State.RUNNING,
+        runner=f"{socket.gethostname()}:999999999",
+        attempts=1,
+        enqueued_at=timezone.now(),
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        counts = jobs_reconcile()
+    assert counts["rescued"] == 1
+    job.refresh_from_db()
+    assert job.state == Job.State.QUEUED
+    assert job_execute(job_id=job.pk) == Job.State.PASSED
+    job.refresh_from_db()
+    assert job.attempts == 2
+
+
+def test_reconciler_ends_a_job_with_stale_heartbeat_after_the_cap(
+    submission: Submission, settings
+) -> None:
+    job = _selftest(submission)
+    long_ago = timezone.now() - timedelta(seconds=settings.JOB_STALE_SECONDS + 60)
+    Job.objects.filter(pk=job.pk).update(
+        state=Job.State.RUNNING,
+        runner="another-host:42",
+        attempts=3,
+        heartbeat_at=long_ago,
+        enqueued_at=long_ago,
+    )
+    assert jobs_reconcile()["ended"] == 1
+    job.refresh_from_db()
+    assert job.state == Job.State.ERROR
+    assert "worker lost 3 times" in job.error
+
+
+def test_reconciler_leaves_a_healthy_running_job(submission: Submission) -> None:
+    job = _selftest(submission)
+    Job.objects.filter(pk=job.pk).update(
+        state=Job.State.RUNNING,
+        runner="another-host:42",
+        attempts=1,
+        heartbeat_at=timezone.now(),
+        enqueued_at=timezone.now(),
+    )
+    assert jobs_reconcile() == {"requeued": 0, "rescued": 0, "ended": 0}
+
+
+def test_job_create_refuses_nothing_but_publishes_nothing_inside_rollback(
+    db: None, submission: Submission, django_capture_on_commit_callbacks
+) -> None:
+    from django.db import transaction
+
+    with mock.patch.object(jobs, "job_enqueue") as enqueue:
+        with django_capture_on_commit_callbacks(execute=True):
+            try:
+                with transaction.atomic():
+                    job_create(submission=submission, kind=Job.Kind.SELFTEST)
+                    raise RuntimeError("simulated database error")
+            except RuntimeError:
+                pass
+        enqueue.assert_not_called()
+    assert not submission.jobs.filter(kind=Job.Kind.SELFTEST).exists()

@@ -1,0 +1,163 @@
+"""Pages: login, access by role, upload with errors, and the polling job panel."""
+
+from __future__ import annotations
+
+import io
+from unittest import mock
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from submissions import jobs
+from submissions.intake import submission_create
+from submissions.jobs import job_execute
+from submissions.models import Submission
+from tests.conftest import make_zip
+
+
+@pytest.fixture(autouse=True)
+def no_broker():
+    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+        yield
+
+
+def _submission_for(user, assignment, candidate, data: bytes | None = None) -> Submission:
+    return submission_create(
+        upload=io.BytesIO(data or make_zip({"README.md": f"{candidate.name}"})),
+        filename="r.zip",
+        candidate=candidate,
+        assignment=assignment,
+        uploaded_by=user,
+    ).submission
+
+
+@pytest.mark.parametrize("name", ["home", "assignment_new"])
+def test_pages_require_login(client, db, name: str) -> None:
+    response = client.get(reverse(name))
+    assert response.status_code == 302
+    assert response.url.startswith(reverse("login"))
+
+
+def test_submission_page_requires_login(client, reviewer, assignment, candidate) -> None:
+    s = _submission_for(reviewer, assignment, candidate)
+    response = client.get(s.get_absolute_url())
+    assert response.status_code == 302
+
+
+def test_login_then_home_lists_assignments(client, reviewer, assignment) -> None:
+    response = client.post(reverse("login"), {"username": "alice", "password": "pw-alice-123"})
+    assert response.status_code == 302
+    page = client.get(reverse("home"))
+    assert b"Cassette triage" in page.content
+
+
+def test_reviewer_cannot_open_another_reviewers_submission(
+    client, reviewer, reviewer2, assignment, candidate
+) -> None:
+    s = _submission_for(reviewer, assignment, candidate)
+    client.force_login(reviewer2)
+    assert client.get(s.get_absolute_url()).status_code == 404
+    listing = client.get(assignment.get_absolute_url())
+    assert candidate.name.encode() not in listing.content
+
+
+def test_reviewer_sees_own_and_lead_sees_all(client, reviewer, lead, assignment, candidate) -> None:
+    s = _submission_for(reviewer, assignment, candidate)
+    client.force_login(reviewer)
+    assert client.get(s.get_absolute_url()).status_code == 200
+    client.force_login(lead)
+    page = client.get(s.get_absolute_url())
+    assert page.status_code == 200
+    assert s.archive_sha256.encode() in page.content
+
+
+def test_upload_creates_submission_and_redirects(client, reviewer, assignment) -> None:
+    client.force_login(reviewer)
+    archive = SimpleUploadedFile("sub.zip", make_zip({"README.md": "x"}), "application/zip")
+    response = client.post(
+        assignment.get_absolute_url(), {"candidate": "  Lin   Candidate ", "archive": archive}
+    )
+    s = Submission.objects.get()
+    assert response.status_code == 302 and response.url == s.get_absolute_url()
+    assert s.candidate.name == "Lin Candidate"
+    assert s.uploaded_by == reviewer
+    assert reviewer in s.reviewers.all()
+
+
+def test_upload_form_shows_the_rejection_reason(client, reviewer, assignment) -> None:
+    client.force_login(reviewer)
+    archive = SimpleUploadedFile("evil.zip", make_zip({"../x": "y"}, root=None))
+    response = client.post(assignment.get_absolute_url(), {"candidate": "Eve", "archive": archive})
+    assert response.status_code == 400
+    assert b"The archive was rejected" in response.content
+    assert b"../x" in response.content
+
+
+def test_upload_form_shows_field_errors(client, reviewer, assignment) -> None:
+    client.force_login(reviewer)
+    response = client.post(
+        assignment.get_absolute_url(),
+        {"candidate": "", "stub_url": "not a url"},
+    )
+    assert response.status_code == 400
+    assert b"This field is required" in response.content
+    assert b"Enter a valid URL" in response.content
+    assert not Submission.objects.exists()
+
+
+def test_upload_refuses_empty_file(client, reviewer, assignment) -> None:
+    client.force_login(reviewer)
+    archive = SimpleUploadedFile("empty.zip", b"")
+    response = client.post(assignment.get_absolute_url(), {"candidate": "E", "archive": archive})
+    assert response.status_code == 400
+    assert b"empty" in response.content
+
+
+def test_job_panel_polls_while_running_then_stops(client, reviewer, assignment, candidate) -> None:
+    s = _submission_for(reviewer, assignment, candidate)
+    client.force_login(reviewer)
+    fragment = client.get(s.get_absolute_url(), HTTP_HX_REQUEST="true")
+    assert fragment.status_code == 200
+    assert b"<html" not in fragment.content
+    assert b'id="job-panel"' in fragment.content
+    assert b"hx-trigger" in fragment.content
+    job_execute(job_id=s.jobs.get().pk)
+    done = client.get(s.get_absolute_url(), HTTP_HX_REQUEST="true")
+    assert done.status_code == 286
+    assert b"hx-trigger" not in done.content
+    assert b"Passed" in done.content
+
+
+def test_candidate_strings_are_escaped(client, reviewer, assignment) -> None:
+    from submissions.models import Candidate
+
+    evil = Candidate.objects.create(name="<script>alert(1)</script>")
+    s = _submission_for(reviewer, assignment, evil)
+    client.force_login(reviewer)
+    page = client.get(s.get_absolute_url())
+    assert b"<script>alert(1)</script>" not in page.content
+    assert b"&lt;script&gt;" in page.content
+
+
+def test_assignment_form_creates_from_preset(client, reviewer) -> None:
+    client.force_login(reviewer)
+    response = client.post(
+        reverse("assignment_new"),
+        {
+            "slug": "rt-2026",
+            "title": "Run twice 2026",
+            "shape": "run-twice",
+            "stale_after_days": 30,
+        },
+    )
+    assert response.status_code == 302
+    from submissions.models import Assignment
+
+    a = Assignment.objects.get(slug="rt-2026")
+    assert a.replay_command == "./run.sh replay" and a.stale_after_days == 30
+
+
+def test_logout_is_post_only(client, reviewer) -> None:
+    client.force_login(reviewer)
+    assert client.get(reverse("logout")).status_code == 405

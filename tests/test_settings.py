@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from reviewer.env import Env, load_or_create_secret_key
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("1", True), ("true", True), ("YES", True), ("on", True), ("0", False), ("off", False)],
+)
+def test_bool_reads_common_spellings(raw: str, expected: bool) -> None:
+    assert Env({"X": raw}).bool("X", not expected) is expected
+
+
+def test_bool_default_when_unset() -> None:
+    assert Env({}).bool("X", True) is True
+
+
+def test_bool_refuses_garbage_naming_the_variable() -> None:
+    with pytest.raises(ImproperlyConfigured, match="DEBUG"):
+        Env({"DEBUG": "maybe"}).bool("DEBUG", False)
+
+
+def test_int_reads_underscores_and_refuses_text() -> None:
+    assert Env({"N": "1_000"}).int("N", 5) == 1000
+    with pytest.raises(ImproperlyConfigured, match="INTAKE_MAX_FILES must be an integer"):
+        Env({"INTAKE_MAX_FILES": "lots"}).int("INTAKE_MAX_FILES", 5)
+
+
+def test_int_refuses_values_below_minimum() -> None:
+    with pytest.raises(ImproperlyConfigured, match="at least 1"):
+        Env({"N": "0"}).int("N", 5, minimum=1)
+
+
+def test_float_refuses_nan_and_text() -> None:
+    assert Env({"T": "2.5"}).float("T", 1.0) == 2.5
+    with pytest.raises(ImproperlyConfigured, match="finite"):
+        Env({"T": "nan"}).float("T", 1.0)
+    with pytest.raises(ImproperlyConfigured, match="T must be a number"):
+        Env({"T": "soon"}).float("T", 1.0)
+
+
+def test_list_splits_on_commas_and_drops_blanks() -> None:
+    assert Env({"L": "a, b,,c "}).list("L") == ["a", "b", "c"]
+    assert Env({}).list("L", ["x"]) == ["x"]
+
+
+def test_path_refuses_relative_paths() -> None:
+    assert Env({"P": "/srv/data"}).path("P", Path("/x")) == Path("/srv/data")
+    with pytest.raises(ImproperlyConfigured, match="DATA_DIR must be an absolute path"):
+        Env({"DATA_DIR": "data"}).path("DATA_DIR", Path("/x"))
+
+
+def test_choice_and_url_name_the_variable() -> None:
+    with pytest.raises(ImproperlyConfigured, match="MODE must be one of a, b"):
+        Env({"MODE": "c"}).choice("MODE", "a", ("a", "b"))
+    assert Env({"U": "redis://h:1/0"}).url("U", "", schemes=("redis",)) == "redis://h:1/0"
+    with pytest.raises(ImproperlyConfigured, match="U must be a URL"):
+        Env({"U": "http://h"}).url("U", "", schemes=("redis",))
+
+
+def test_dev_secret_key_is_generated_once_and_kept(tmp_path: Path) -> None:
+    path = tmp_path / "keys" / "secret_key"
+    first = load_or_create_secret_key(path)
+    assert len(first) >= 40
+    assert load_or_create_secret_key(path) == first
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def _boot(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG"}}
+    return subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); print('booted')"],
+        cwd=ROOT,
+        env={**clean, "DJANGO_SETTINGS_MODULE": "reviewer.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_production_refuses_to_boot_without_secret_key(tmp_path: Path) -> None:
+    result = _boot({"DEBUG": "0", "DATA_DIR": str(tmp_path)})
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set" in result.stderr
+
+
+def test_production_boots_with_secret_key(tmp_path: Path) -> None:
+    result = _boot({"DEBUG": "0", "SECRET_KEY": "x" * 50, "DATA_DIR": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "secret_key").exists()
+
+
+def test_bad_setting_stops_boot_with_its_name(tmp_path: Path) -> None:
+    result = _boot({"DATA_DIR": str(tmp_path), "JOB_MAX_ATTEMPTS": "three"})
+    assert result.returncode != 0
+    assert "JOB_MAX_ATTEMPTS must be an integer" in result.stderr
+
+
+def test_time_limits_must_be_ordered(tmp_path: Path) -> None:
+    result = _boot(
+        {"DATA_DIR": str(tmp_path), "JOB_SOFT_TIME_LIMIT": "100", "JOB_TIME_LIMIT": "50"}
+    )
+    assert "JOB_TIME_LIMIT must be greater" in result.stderr
+
+
+def test_database_url_selects_postgres(tmp_path: Path) -> None:
+    code = (
+        "import django; django.setup(); from django.conf import settings; "
+        "print(settings.DATABASES['default']['ENGINE'], settings.CELERY_BROKER_URL)"
+    )
+    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={
+            **clean,
+            "DJANGO_SETTINGS_MODULE": "reviewer.settings",
+            "DATA_DIR": str(tmp_path),
+            "DATABASE_URL": "postgres://u@db.example:5432/x",
+            "REDIS_URL": "redis://broker.example:6379/0",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "postgresql" in result.stdout
+    assert "redis://broker.example:6379/0" in result.stdout
