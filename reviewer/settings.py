@@ -201,6 +201,9 @@ if REDIS_URL:
     CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = _visibility
 else:
     CELERY_BROKER_URL = "filesystem://"
+    # kombu's filesystem transport expects its folders to exist.
+    for _folder in ("queue", "control"):
+        (BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
