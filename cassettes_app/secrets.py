@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 __all__ = [
     "LEAK",
@@ -113,7 +113,6 @@ def shannon_entropy(s: str) -> float:
 
 
 _HEX = re.compile(r"[0-9a-fA-F]+", re.ASCII)
-_B64 = re.compile(r"[A-Za-z0-9+/=_-]+", re.ASCII)
 _KEYCHARS = re.compile(r"[A-Za-z0-9_-]+", re.ASCII)
 _NUMERIC = re.compile(r"[0-9][0-9.,:_+-]*", re.ASCII)
 _CODE_REF = re.compile(r"[A-Za-z_$][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)*(?:\(\))?", re.ASCII)
@@ -155,6 +154,8 @@ _REFERENCE = re.compile(
     r"\$[A-Za-z_][A-Za-z0-9_]{0,80}|(?:os\.environ|os\.getenv|process\.env|getenv)\S{0,80}",
     re.ASCII,
 )
+# A format field ({api_key}, {self.token}) means an unfilled template, never a secret.
+_FORMAT_FIELD = re.compile(r"\{[A-Za-z_][A-Za-z0-9_.\[\]'\"]{0,80}(?:\}|$)", re.ASCII)
 _WORD_PARTS = re.compile(r"[a-z]+|[0-9]+", re.ASCII)
 _PLACEHOLDER_TEXT = """
     test testing tests tester dummy fake fakes mock mocked mocks sample samples example examples
@@ -214,7 +215,7 @@ def _strong_placeholder(value: str) -> bool:
 def is_placeholder(value: str) -> bool:
     """Tell whether a credential-position value is a placeholder rather than a secret."""
     v = value.strip(" \t\r\n'\"`")
-    if len(v) <= 3 or _masked(v) or _REFERENCE.fullmatch(v):
+    if len(v) <= 3 or _masked(v) or _REFERENCE.fullmatch(v) or _FORMAT_FIELD.search(v):
         return True
     if _word_parts(v) is not None:
         return True
@@ -414,7 +415,7 @@ def _c_jwt(text: str, m: re.Match[str]) -> tuple[int, int, str, str] | None:
     return start, end, "jwt", LEAK
 
 
-_PEM_NOISE = re.compile(r"\\[nrt]|\s|^[A-Za-z-]+:[^\n]*$", re.MULTILINE)
+_PEM_NOISE = re.compile(r"\\[nrt]|\s|^[A-Za-z-]+:[^\n\\]*$", re.MULTILINE)
 
 
 def _c_pem(text: str, m: re.Match[str]) -> tuple[int, int, str, str] | None:
@@ -544,10 +545,14 @@ def _value_status(value: str, kind: str, redact: bool) -> str | None:
         return None
     if kind in ("header", "userinfo"):
         return REDACTED if is_placeholder(value) else LEAK
-    if value.endswith(":") or _REFERENCE.fullmatch(value) or _is_code_ref(value):
-        return None  # a name or a reference to a secret, not a secret
+    if value.endswith(":"):
+        return None  # "Authorization: Bearer Authorization:" is a name, not a value
     if _masked(value):
         return REDACTED
+    if _REFERENCE.fullmatch(value) or _FORMAT_FIELD.search(value):
+        return None  # a reference to where the secret lives, or an unfilled template
+    if kind != "json" and _is_code_ref(value):
+        return None  # a variable or a reference to where the secret lives
     if redact:
         if _NUMERIC.fullmatch(value) or is_placeholder(value) or _is_code_ref(value):
             return None
@@ -657,7 +662,12 @@ def _on_cookie(text: str, m: re.Match[str], redact: bool) -> _Found:
 def _on_query(text: str, m: re.Match[str], redact: bool) -> _Found:
     """Handle ``?key=...`` and ``&sig=...`` in URLs inside text."""
     name = text[m.start("n") : m.end("n")]
-    return _one(text, m, "credential-query", "query", name, _P_QUERY, redact)
+    vs, ve = m.span("v")
+    value = text[vs:ve]
+    if "%" in value:  # judge the decoded value (%3Ctoken%3E is <token>)
+        value = unquote(value)
+    status = _value_status(value, "query", redact)
+    return [] if status is None else [(vs, ve, "credential-query", status, name, _P_QUERY)]
 
 
 def _on_userinfo(text: str, m: re.Match[str], redact: bool) -> _Found:
@@ -836,44 +846,18 @@ _SCHEME_SPLIT = re.compile(
 
 def _credential_spans(value: str, name: str) -> list[_Span]:
     """Classify one value under a credential header name (or a JSON key of that kind)."""
-    provider = [s for s in _resolve(_provider_spans(value))]
+    provider = _resolve(_provider_spans(value))
     if provider:
         return provider
     lname = name.lower().replace("_", "-")
     if lname in ("cookie", "set-cookie"):
         spans: list[_Span] = []
-        pos = 0
-        for i, pair in enumerate(value.split(";")):
-            if lname == "set-cookie" and i > 0:
-                break
-            cname, eq, cval = pair.partition("=")
-            if eq:
-                start = pos + len(cname) + 1
-                stripped = cval.strip()
-                start += len(cval) - len(cval.lstrip())
-                if stripped and is_placeholder(stripped):
-                    spans.append(
-                        _Span(
-                            start,
-                            start + len(stripped),
-                            "credential-header",
-                            REDACTED,
-                            cname.strip(),
-                            _P_COOKIE,
-                        )
-                    )
-                elif len(stripped) >= 8:
-                    spans.append(
-                        _Span(
-                            start,
-                            start + len(stripped),
-                            "credential-header",
-                            LEAK,
-                            cname.strip(),
-                            _P_COOKIE,
-                        )
-                    )
-            pos += len(pair) + 1
+        first_only = lname == "set-cookie"  # the rest of a Set-Cookie line is attributes
+        for vs, ve, cname in _cookie_values(value, 0, len(value), first_only=first_only):
+            if is_placeholder(value[vs:ve]):
+                spans.append(_Span(vs, ve, "credential-header", REDACTED, cname, _P_COOKIE))
+            elif ve - vs >= 8:
+                spans.append(_Span(vs, ve, "credential-header", LEAK, cname, _P_COOKIE))
         return spans
     v = value.strip()
     start = value.find(v) if v else 0
