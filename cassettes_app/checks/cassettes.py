@@ -1,0 +1,531 @@
+"""The `cassettes.*` checks: pure functions over compact per-recording facts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cassettes_app.checks import CheckOutcome, skip
+from cassettes_app.keys import NO_VARIANT
+from cassettes_app.secrets import LEAK, SecretHit
+
+if TYPE_CHECKING:
+    from cassettes_app.analysis import AnalysisConfig
+
+__all__ = [
+    "FUTURE_GRACE",
+    "KeyEntry",
+    "KeyReport",
+    "RecordingFacts",
+    "cassettes_fresh",
+    "cassettes_keys_match",
+    "cassettes_model_metadata",
+    "cassettes_no_secrets",
+    "cassettes_per_turn",
+    "cassettes_pruned",
+    "key_report",
+    "parse_time",
+]
+
+# A recording a few minutes "after" the upload is a candidate's clock drift, not a forgery.
+FUTURE_GRACE = dt.timedelta(minutes=10)
+VCR_NO_TIME = "VCR.py cassettes carry no recording time"
+_VCR_FORMATS = {"vcr"}
+_LARGEST = 5
+
+
+@dataclass(frozen=True, slots=True)
+class RecordingFacts:
+    """What the checks need to know about one recording, without its bodies."""
+
+    path: str
+    format: str = "cassette_json"
+    key: str | None = None  # as stored in the file
+    recomputed_key: str | None = None  # None: no JSON-object request to recompute from
+    key_labels: tuple[str, ...] = ()  # explain_mismatch labels when the keys differ
+    kept_fields: tuple[str, ...] = ()  # volatile fields whose keeping reproduces the key
+    also_dropped: tuple[str, ...] = ()  # other top-level fields whose dropping reproduces it
+    volatile_present: tuple[str, ...] = ()  # volatile fields at the request's top level
+    model: str | None = None  # the recording's own model field (else the payload's)
+    served_models: tuple[str, ...] = ()  # every model the payloads name, served one first
+    recorded_at: str | None = None  # as written
+    oldest: dt.datetime | None = None  # earliest readable recording time (aware UTC)
+    newest: dt.datetime | None = None  # latest readable recording time (aware UTC)
+    size: int = 0  # bytes of the file holding it
+    sha256: str = ""
+    interactions: int = 0
+    embedded_turns: int = 0  # entries of the file's own `turns` list (one file, many turns)
+
+    @property
+    def key_checked(self) -> bool:
+        """True when a stored key could be compared with a recomputed one."""
+        return self.key is not None and self.recomputed_key is not None
+
+    @property
+    def key_matches(self) -> bool:
+        """True when the stored key equals the recomputed one."""
+        return self.key_checked and self.key == self.recomputed_key
+
+
+@dataclass(frozen=True, slots=True)
+class KeyEntry:
+    """One stored key compared with its recomputation."""
+
+    path: str
+    stored_key: str
+    recomputed_key: str
+    matched: bool
+    labels: tuple[str, ...] = ()
+    kept_fields: tuple[str, ...] = ()
+    also_dropped: tuple[str, ...] = ()
+    volatile_present: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "path": self.path,
+            "stored_key": self.stored_key,
+            "recomputed_key": self.recomputed_key,
+            "matched": self.matched,
+            "labels": list(self.labels),
+            "kept_fields": list(self.kept_fields),
+            "also_dropped": list(self.also_dropped),
+            "volatile_present": list(self.volatile_present),
+        }
+
+
+@dataclass(slots=True)
+class KeyReport:
+    """What `cassettes.keys_match` found, in the form `docs.replay_notes` compares with REPLAY.md.
+
+    `dropped`: volatile fields seen at a request's top level whose key matched with them
+    dropped (the data shows the candidate drops them). `kept`: volatile fields whose keeping
+    reproduces a mismatched key. `also_dropped`: fields outside the list whose dropping does.
+    """
+
+    entries: list[KeyEntry] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    also_dropped: list[str] = field(default_factory=list)
+
+    @property
+    def matched(self) -> list[KeyEntry]:
+        """Entries whose key matched."""
+        return [e for e in self.entries if e.matched]
+
+    @property
+    def mismatched(self) -> list[KeyEntry]:
+        """Entries whose key did not match."""
+        return [e for e in self.entries if not e.matched]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "entries": [e.as_dict() for e in self.entries],
+            "dropped": list(self.dropped),
+            "kept": list(self.kept),
+            "also_dropped": list(self.also_dropped),
+        }
+
+
+def key_report(facts: Iterable[RecordingFacts]) -> KeyReport:
+    """Per-cassette key comparison plus which volatile fields the data says are dropped or kept."""
+    report = KeyReport()
+    dropped: dict[str, None] = {}
+    kept: dict[str, None] = {}
+    also: dict[str, None] = {}
+    for f in facts:
+        if not f.key_checked:
+            continue
+        assert f.key is not None and f.recomputed_key is not None
+        entry = KeyEntry(
+            path=f.path,
+            stored_key=f.key,
+            recomputed_key=f.recomputed_key,
+            matched=f.key_matches,
+            labels=f.key_labels,
+            kept_fields=f.kept_fields,
+            also_dropped=f.also_dropped,
+            volatile_present=f.volatile_present,
+        )
+        report.entries.append(entry)
+        if entry.matched:
+            dropped.update(dict.fromkeys(f.volatile_present))
+        else:
+            kept.update(dict.fromkeys(f.kept_fields))
+            also.update(dict.fromkeys(f.also_dropped))
+    report.dropped = list(dropped)
+    report.kept = list(kept)
+    report.also_dropped = list(also)
+    return report
+
+
+# --------------------------------------------------------------------------- times
+
+_EPOCH = re.compile(r"\d{9,11}(?:\.\d+)?")
+
+
+def parse_time(raw: Any) -> dt.datetime | None:
+    """An aware UTC datetime from ISO-8601 (or epoch seconds); None when unreadable."""
+    if isinstance(raw, dt.datetime):
+        value = raw
+    elif isinstance(raw, str) and raw.strip():
+        text = raw.strip()
+        if _EPOCH.fullmatch(text):
+            try:
+                return dt.datetime.fromtimestamp(float(text), tz=dt.UTC)
+            except (OverflowError, OSError, ValueError):
+                return None
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            value = dt.datetime.fromisoformat(text)
+        except ValueError:
+            return None
+    else:
+        return None
+    if value.tzinfo is None:
+        # Recorders that write naive times (VCR, some HAR tools) mean UTC in practice.
+        value = value.replace(tzinfo=dt.UTC)
+    return value.astimezone(dt.UTC)
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _age_days(now: dt.datetime, when: dt.datetime) -> int:
+    return (now - when).days
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def cassettes_keys_match(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> CheckOutcome:
+    """Establishes that each stored key equals the key recomputed from its canonical request."""
+    check = "cassettes.keys_match"
+    report = key_report(facts)
+    if not report.entries:
+        keyed_elsewhere = [f for f in facts if f.key is not None]
+        reason = (
+            "no recording carries a key recomputable from a JSON request"
+            if keyed_elsewhere
+            else "no recording carries a stored key (VCR.py, HAR and fixture files have none)"
+        )
+        return skip(check, reason)
+    volatile = ", ".join(f"`{v}`" for v in config.volatile_fields) or "no fields"
+    bad = report.mismatched
+    if not bad:
+        evidence: list[dict[str, Any]] = [
+            {"message": f"{len(report.entries)} keys recomputed with {volatile} dropped"}
+        ]
+        if report.dropped:
+            shown = ", ".join(f"`{v}`" for v in report.dropped)
+            evidence.append({"message": f"requests carry {shown}; keys match with them dropped"})
+        return CheckOutcome(check, "pass", f"all {len(report.entries)} stored keys match", evidence)
+    evidence = []
+    for entry in bad:
+        why = "; ".join(entry.labels) if entry.labels else NO_VARIANT
+        evidence.append(
+            {
+                "message": f"stored key {entry.stored_key} != recomputed "
+                f"{entry.recomputed_key}: {why}",
+                "path": entry.path,
+                "stored_key": entry.stored_key,
+                "recomputed_key": entry.recomputed_key,
+                "explanations": list(entry.labels),
+            }
+        )
+    summary = (
+        f"{len(bad)} of {len(report.entries)} stored keys do not match their canonical request"
+    )
+    return CheckOutcome(check, "fail", summary, evidence)
+
+
+def cassettes_no_secrets(hits: Iterable[SecretHit]) -> CheckOutcome:
+    """Establishes that no credential sits in recordings, traces, logs or repo files."""
+    check = "cassettes.no_secrets"
+    leaks: list[SecretHit] = []
+    placeholders: list[SecretHit] = []
+    for hit in hits:
+        (leaks if hit.status == LEAK else placeholders).append(hit)
+    if not leaks:
+        if placeholders:
+            files = len({h.path for h in placeholders})
+            return CheckOutcome(
+                check,
+                "pass",
+                f"no credentials; {_n(len(placeholders), 'redacted placeholder')} "
+                f"in {_n(files, 'file')}",
+                [
+                    {
+                        "message": f"redacted placeholder ({h.rule}, {h.context})",
+                        "path": h.path,
+                        "line": h.line,
+                    }
+                    for h in placeholders[:20]
+                ],
+            )
+        return CheckOutcome(check, "pass", "no credentials found")
+    leaks.sort(key=lambda h: (h.path, h.line or 0, h.rule))
+    evidence = [
+        {
+            "message": f"{h.rule} in {h.context}: {h.redacted}",
+            "path": h.path,
+            "line": h.line,
+            "rule": h.rule,
+            "context": h.context,
+            "redacted": h.redacted,
+        }
+        for h in leaks
+    ]
+    files = len({h.path for h in leaks})
+    summary = f"{_n(len(leaks), 'credential')} in {_n(files, 'file')}"
+    return CheckOutcome(check, "fail", summary, evidence)
+
+
+def cassettes_model_metadata(facts: Sequence[RecordingFacts]) -> CheckOutcome:
+    """Establishes that every recording names its model and its recording time."""
+    check = "cassettes.model_metadata"
+    if not facts:
+        return skip(check, "no recordings")
+    evidence: list[dict[str, Any]] = []
+    no_model = [f for f in facts if not f.model]
+    no_time = [f for f in facts if not f.recorded_at and f.oldest is None]
+    bad_time = [f for f in facts if f.recorded_at and f.oldest is None]
+    for f in no_model:
+        evidence.append({"message": "names no model", "path": f.path})
+    for f in no_time:
+        why = VCR_NO_TIME if f.format in _VCR_FORMATS else "no recording time"
+        evidence.append({"message": f"age unknown: {why}", "path": f.path})
+    for f in bad_time:
+        evidence.append(
+            {"message": f"recording time {f.recorded_at!r} is not a date", "path": f.path}
+        )
+    if no_model:
+        return CheckOutcome(
+            check, "fail", f"{len(no_model)} of {len(facts)} recordings name no model", evidence
+        )
+    if no_time or bad_time:
+        vcr = all(f.format in _VCR_FORMATS for f in no_time) and no_time and not bad_time
+        summary = f"{len(no_time) + len(bad_time)} of {len(facts)} recordings have no readable time"
+        if vcr:
+            summary += f" ({VCR_NO_TIME})"
+        return CheckOutcome(check, "warn", summary, evidence)
+    return CheckOutcome(
+        check, "pass", f"all {len(facts)} recordings name their model and recording time"
+    )
+
+
+def _model_ok(seen: str, expected: str) -> bool:
+    """Same model, or an undated alias of the expected dated one (gpt-4o-mini for -2024-07-18)."""
+    return seen == expected or expected.startswith(seen + "-")
+
+
+def cassettes_fresh(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> CheckOutcome:
+    """Establishes that recordings are young enough, not dated after upload, of the right model."""
+    check = "cassettes.fresh"
+    if not facts:
+        return skip(check, "no recordings")
+    now = config.now
+    limit = dt.timedelta(days=config.stale_after_days)
+    fails: list[dict[str, Any]] = []
+    warns: list[dict[str, Any]] = []
+    unknown = 0
+    for f in facts:
+        if f.oldest is None:
+            unknown += 1
+            why = VCR_NO_TIME if f.format in _VCR_FORMATS else "no readable recording time"
+            # Never guessed from file times: an archive's mtimes say nothing about recording.
+            warns.append({"message": f"age unknown: {why}", "path": f.path})
+        else:
+            age = now - f.oldest
+            if age > limit:
+                fails.append(
+                    {
+                        "message": f"recorded {f.oldest:%Y-%m-%d}, {_age_days(now, f.oldest)} "
+                        f"days before upload (limit {config.stale_after_days})",
+                        "path": f.path,
+                        "age_days": _age_days(now, f.oldest),
+                    }
+                )
+            newest = f.newest or f.oldest
+            if newest > now + FUTURE_GRACE:
+                fails.append(
+                    {
+                        "message": f"dated {newest:%Y-%m-%dT%H:%M:%SZ}, after the upload "
+                        f"({now:%Y-%m-%dT%H:%M:%SZ})",
+                        "path": f.path,
+                    }
+                )
+        if config.expected_model:
+            wrong = [
+                m
+                for m in dict.fromkeys((f.model, *f.served_models))
+                if m and not _model_ok(m, config.expected_model)
+            ]
+            if wrong:
+                warns.append(
+                    {
+                        "message": f"model {', '.join(wrong)}, expected {config.expected_model}",
+                        "path": f.path,
+                        "models": wrong,
+                    }
+                )
+    evidence = fails + warns
+    if fails:
+        stale = sum(1 for e in fails if "age_days" in e)
+        future = len(fails) - stale
+        parts = []
+        if stale:
+            parts.append(f"{stale} older than {config.stale_after_days} days")
+        if future:
+            parts.append(f"{future} dated after upload")
+        wrong = sum(1 for e in warns if "models" in e)
+        if wrong:
+            parts.append(f"{wrong} with another model")
+        return CheckOutcome(check, "fail", "; ".join(parts), evidence)
+    if warns:
+        parts = []
+        if unknown:
+            parts.append(f"age unknown for {unknown} of {len(facts)} recordings")
+        wrong = sum(1 for e in warns if "models" in e)
+        if wrong:
+            parts.append(f"{wrong} recorded with another model than {config.expected_model}")
+        return CheckOutcome(check, "warn", "; ".join(parts), evidence)
+    oldest = min(f.oldest for f in facts if f.oldest is not None)
+    return CheckOutcome(
+        check,
+        "pass",
+        f"all {len(facts)} recordings younger than {config.stale_after_days} days "
+        f"(oldest {_age_days(now, oldest)} days)",
+    )
+
+
+def cassettes_pruned(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> CheckOutcome:
+    """Establishes that no recording is stored twice (key or bytes) and the total is under cap."""
+    check = "cassettes.pruned"
+    files: dict[str, RecordingFacts] = {}
+    for f in facts:
+        files.setdefault(f.path, f)  # one file can hold several recordings (HAR, agent logs)
+    if not files:
+        return skip(check, "no recordings")
+    paths = sorted(files)
+    # Union-find over files sharing a key or a content hash: each group keeps one file.
+    parent = {p: p for p in paths}
+
+    def find(p: str) -> str:
+        while parent[p] != p:
+            parent[p] = parent[parent[p]]
+            p = parent[p]
+        return p
+
+    def join(group: dict[str, list[str]]) -> None:
+        for members in group.values():
+            for other in members[1:]:
+                a, b = find(members[0]), find(other)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+
+    by_key: dict[str, list[str]] = {}
+    by_sha: dict[str, list[str]] = {}
+    for f in facts:
+        if f.key:
+            by_key.setdefault(f.key, [])
+            if f.path not in by_key[f.key]:
+                by_key[f.key].append(f.path)
+    for path in paths:
+        if files[path].sha256:
+            by_sha.setdefault(files[path].sha256, []).append(path)
+    join({k: v for k, v in by_key.items() if len(v) > 1})
+    join({k: v for k, v in by_sha.items() if len(v) > 1})
+    groups: dict[str, list[str]] = {}
+    for path in paths:
+        groups.setdefault(find(path), []).append(path)
+    dupes = [members for members in groups.values() if len(members) > 1]
+
+    evidence: list[dict[str, Any]] = []
+    saved = 0
+    for members in dupes:
+        # Keep the shallowest copy: `cassettes/x.json` is the one replay reads, not `archive/`.
+        members.sort(key=lambda p: (p.count("/"), p))
+        keep = members[0]
+        extra = sum(files[p].size for p in members[1:])
+        saved += extra
+        same_bytes = len({files[p].sha256 for p in members}) == 1
+        how = "identical content" if same_bytes else "same key"
+        keys = sorted({files[p].key for p in members if files[p].key})
+        evidence.append(
+            {
+                "message": f"{how}: {', '.join(members)}"
+                + (f" (key {', '.join(keys)})" if keys else "")
+                + f"; pruning all but {keep} saves {extra} bytes",
+                "path": members[1],
+                "paths": members,
+                "bytes_saved": extra,
+            }
+        )
+    total = sum(f.size for f in files.values())
+    over = total > config.max_recordings_bytes
+    if over:
+        evidence.append(
+            {
+                "message": f"recordings total {total} bytes, over the "
+                f"{config.max_recordings_bytes}-byte limit"
+            }
+        )
+    for f in sorted(files.values(), key=lambda f: (-f.size, f.path))[:_LARGEST]:
+        evidence.append({"message": f"{f.size} bytes", "path": f.path, "size": f.size})
+    if dupes or over:
+        parts = []
+        if dupes:
+            n = sum(len(m) - 1 for m in dupes)
+            parts.append(f"{_n(n, 'duplicate recording')} ({saved} bytes to prune)")
+        if over:
+            parts.append(f"{total} bytes in recordings, over {config.max_recordings_bytes}")
+        return CheckOutcome(check, "fail", "; ".join(parts), evidence)
+    return CheckOutcome(
+        check, "pass", f"{len(files)} recording files, no duplicates, {total} bytes", evidence
+    )
+
+
+def cassettes_per_turn(blobs: Iterable[Any], facts: Sequence[RecordingFacts]) -> CheckOutcome:
+    """Establishes that conversations are stored one turn per recording, not as one blob."""
+    # `blobs` are threads.multi_turn_blobs refs: (path, interaction index) pairs.
+    check = "cassettes.per_turn"
+    if not facts:
+        return skip(check, "no recordings")
+    evidence: list[dict[str, Any]] = []
+    flagged: set[str] = set()
+    for f in facts:
+        if f.embedded_turns:
+            flagged.add(f.path)
+            evidence.append(
+                {
+                    "message": f"one file holds {f.embedded_turns + 1} model turns "
+                    f"({f.embedded_turns} under its own `turns` key)",
+                    "path": f.path,
+                }
+            )
+    for ref in blobs:
+        path, index = ref if isinstance(ref, tuple) and len(ref) == 2 else (str(ref), None)
+        flagged.add(str(path))
+        where = f" (interaction {index})" if index is not None else ""
+        evidence.append(
+            {
+                "message": f"request{where} carries several earlier model turns that no "
+                "other recording holds",
+                "path": str(path),
+                "interaction": index,
+            }
+        )
+    if flagged:
+        names = ", ".join(sorted(flagged)[:5]) + (" …" if len(flagged) > 5 else "")
+        summary = f"{_n(len(flagged), 'recording')} holding several turns: {names}"
+        return CheckOutcome(check, "fail", summary, evidence)
+    return CheckOutcome(
+        check, "pass", f"no recording among {len(facts)} holds a conversation as one blob"
+    )

@@ -1,0 +1,312 @@
+"""`ledger.consistent`: a service's ledger agrees with its recordings and bounds its retries.
+
+A ledger is JSON Lines of model calls, cache hits and fallbacks (ticket-service shape).
+Event names vary between candidates, so they are classified by their words; inputs are
+grouped by whichever input key the entries carry. Pure: entries in, one outcome out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cassettes_app.checks import CheckOutcome, skip
+from cassettes_app.formats.base import LedgerEntry
+
+__all__ = ["CHECK_ID", "MAX_ATTEMPTS", "classify_event", "ledger_consistent"]
+
+CHECK_ID = "ledger.consistent"
+
+# One try plus at most one retry before the fallback (the ticket-service brief).
+MAX_ATTEMPTS = 2
+
+MODEL_CALL, CACHE_HIT, FALLBACK, OTHER = "model_call", "cache_hit", "fallback", "other"
+
+# Fields that name the input an entry is about, best first. `key` comes last: in many
+# ledgers it is the recording key, which only model calls carry.
+INPUT_FIELDS = (
+    "line_sha",
+    "input_sha",
+    "input_hash",
+    "input_key",
+    "input_id",
+    "input",
+    "line",
+    "text_sha",
+    "prompt_sha",
+    "request_id",
+    "cache_key",
+    "key",
+)
+REASON_FIELDS = ("reason", "fallback_reason", "why", "cause", "error")
+ATTEMPT_FIELDS = ("attempt", "attempts", "try", "retry")
+
+_WORD = re.compile(r"[a-z]+")
+
+
+def classify_event(event: str | None) -> str:
+    """model_call, cache_hit, fallback or other, from an event name's words."""
+    if not event:
+        return OTHER
+    words = set(_WORD.findall(event.lower()))
+    text = event.lower()
+    if "fallback" in text or words & {"degraded", "degrade", "rules", "rule", "heuristic"}:
+        return FALLBACK
+    if "miss" in words:
+        return OTHER  # a cache miss is followed by the model call it causes; count that one
+    if "cache" in text or words & {"cached", "hit"}:
+        return CACHE_HIT
+    if words & {"error", "failed", "failure", "timeout"}:
+        # An error event usually accompanies the model_call it belongs to; counting both
+        # would double the attempts.
+        return OTHER
+    if words & {"model", "llm", "completion", "completions", "chat", "api", "retry", "attempt"}:
+        return MODEL_CALL
+    return OTHER
+
+
+def _scalar(value: Any) -> str | None:
+    if value is None or isinstance(value, dict | list):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _attempt(data: dict[str, Any]) -> int | None:
+    for name in ATTEMPT_FIELDS:
+        value = data.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) < 6:
+            return int(value.strip())
+    return None
+
+
+def _reason(data: dict[str, Any]) -> str | None:
+    for name in REASON_FIELDS:
+        value = data.get(name)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+        if isinstance(value, dict) and value:
+            return str(value)[:200]
+    return None
+
+
+def _true(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+
+
+@dataclass(slots=True)
+class _Run:
+    """Consecutive model attempts for one input, closed by a fallback or a fresh start."""
+
+    input_key: str | None
+    lines: list[int] = field(default_factory=list)
+    highest_attempt: int | None = None
+
+    def attempts(self, zero_based: bool) -> int:
+        counted = len(self.lines)
+        if self.highest_attempt is not None:
+            counted = max(counted, self.highest_attempt + (1 if zero_based else 0))
+        return counted
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _short(text: str, limit: int = 24) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def ledger_consistent(
+    entries: Sequence[LedgerEntry],
+    path: str,
+    *,
+    recorded_model_calls: int | None = None,
+    recording_keys: Iterable[str] | None = None,
+) -> CheckOutcome:
+    """Establish that ledger entries agree with the recordings and bound retries.
+
+    Per input (grouped by `line_sha`, `input`, `key`, ... when present) at most one retry
+    may precede a fallback; attempts are read from an `attempt` field or counted as
+    consecutive model calls for the same input. Every fallback needs a reason and
+    `needs_human: true`. With `recorded_model_calls`, the number of model calls (entries,
+    or distinct recording keys when the entries name them) should equal it; with
+    `recording_keys`, every key a model call names should be a recording.
+    """
+    if not entries:
+        return skip(CHECK_ID, "no ledger entries to inspect")
+    classified = [(entry, classify_event(entry.event)) for entry in entries]
+    counts = dict.fromkeys((MODEL_CALL, CACHE_HIT, FALLBACK, OTHER), 0)
+    for _, kind in classified:
+        counts[kind] += 1
+
+    # The input field: the best-ranked one that any model call or fallback carries.
+    relevant = [e.data for e, kind in classified if kind in (MODEL_CALL, FALLBACK)]
+    input_field = next(
+        (name for name in INPUT_FIELDS if any(_scalar(d.get(name)) for d in relevant)), None
+    )
+    attempts_seen = [a for d in relevant if (a := _attempt(d)) is not None]
+    zero_based = any(
+        _attempt(e.data) == 0 for e, kind in classified if kind == MODEL_CALL
+    )  # 0, 1 are two attempts
+
+    fails: list[dict[str, Any]] = []
+    warns: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
+
+    # Retry runs, in ledger order.
+    open_runs: dict[str | None, _Run] = {}
+    runs: list[_Run] = []
+    previous_key: object = object()  # the input of the previous entry, for "consecutive"
+    for entry, kind in classified:
+        data = entry.data
+        key = _scalar(data.get(input_field)) if input_field else None
+        attempt = _attempt(data)
+        if kind == MODEL_CALL:
+            run = open_runs.get(key)
+            fresh = run is None
+            if run is not None:
+                if attempt is not None and run.highest_attempt is not None:
+                    # A numbered attempt that does not go up starts a new run (a later,
+                    # separate request for the same input).
+                    fresh = attempt <= run.highest_attempt
+                elif attempt is None:
+                    # Unnumbered: only back-to-back calls for one input are retries.
+                    fresh = key is None or previous_key != key
+            if fresh:
+                run = _Run(key)
+                runs.append(run)
+                open_runs[key] = run
+            assert run is not None
+            run.lines.append(entry.line)
+            if attempt is not None:
+                run.highest_attempt = max(run.highest_attempt or attempt, attempt)
+        elif kind == FALLBACK:
+            run = open_runs.pop(key, None)
+            if run is None and attempt is not None:
+                # Only the fallback is logged: its attempt number still counts the tries.
+                run = _Run(key, [entry.line])
+                runs.append(run)
+            if run is not None and attempt is not None:
+                run.highest_attempt = max(run.highest_attempt or attempt, attempt)
+            reason = _reason(data)
+            problems = []
+            if reason is None:
+                problems.append("no reason")
+            if not _true(data.get("needs_human")):
+                problems.append(f"needs_human is {data.get('needs_human')!r}, not true")
+            if problems:
+                fails.append(
+                    {
+                        "message": f"fallback at line {entry.line}"
+                        + (f" for {input_field} {_short(key)}" if key else "")
+                        + ": "
+                        + "; ".join(problems),
+                        "path": path,
+                        "line": entry.line,
+                    }
+                )
+        elif kind == CACHE_HIT:
+            open_runs.pop(key, None)
+        previous_key = key
+
+    storms = [run for run in runs if run.attempts(zero_based) > MAX_ATTEMPTS]
+    for run in storms:
+        who = f"{input_field} {_short(run.input_key)}" if run.input_key else "one input"
+        fails.append(
+            {
+                "message": f"{run.attempts(zero_based)} model attempts for {who} (lines "
+                f"{', '.join(map(str, run.lines[:10]))}); at most {MAX_ATTEMPTS} "
+                "(one retry) before the fallback",
+                "path": path,
+                "line": run.lines[0],
+            }
+        )
+    if counts[MODEL_CALL] and input_field is None and not attempts_seen:
+        warns.append(
+            {
+                "message": "retries cannot be bounded: entries carry neither an input key "
+                f"({', '.join(INPUT_FIELDS[:4])}, ...) nor an attempt number",
+                "path": path,
+            }
+        )
+
+    # Agreement with the recordings.
+    model_keys = [
+        k
+        for e, kind in classified
+        if kind == MODEL_CALL and (k := _scalar(e.data.get("key") or e.data.get("recording")))
+    ]
+    distinct = list(dict.fromkeys(model_keys))
+    # Retries replay one recording, so distinct keys may be what matches the recordings.
+    if (
+        recorded_model_calls is not None
+        and counts[MODEL_CALL] != recorded_model_calls
+        and not (model_keys and len(distinct) == recorded_model_calls)
+    ):
+        keyed = f", {len(distinct)} distinct recording keys" if model_keys else ""
+        warns.append(
+            {
+                "message": f"{counts[MODEL_CALL]} model_call entries{keyed}, but "
+                f"{recorded_model_calls} recorded model calls",
+                "path": path,
+            }
+        )
+    if recording_keys is not None and model_keys:
+        known = set(recording_keys)
+        for key in distinct:
+            if key not in known:
+                line = next(
+                    e.line
+                    for e, kind in classified
+                    if kind == MODEL_CALL and _scalar(e.data.get("key")) == key
+                )
+                warns.append(
+                    {
+                        "message": f"model_call key {_short(key, 40)} names no recording",
+                        "path": path,
+                        "line": line,
+                    }
+                )
+
+    unknown = sorted({e.event or "(none)" for e, kind in classified if kind == OTHER})
+    if unknown:
+        notes.append(
+            {
+                "message": f"{counts[OTHER]} entries with other events, not counted: "
+                + ", ".join(_short(u, 40) for u in unknown[:10]),
+                "path": path,
+            }
+        )
+    tally = (
+        f"{_n(counts[MODEL_CALL], 'model call')}, {_n(counts[CACHE_HIT], 'cache hit')}, "
+        f"{_n(counts[FALLBACK], 'fallback')}"
+    )
+    if fails:
+        what = []
+        if storms:
+            worst = max(run.attempts(zero_based) for run in storms)
+            what.append(f"retry storm ({worst} attempts for one input)")
+        bad_fallbacks = len(fails) - len(storms)
+        if bad_fallbacks:
+            what.append(f"{_n(bad_fallbacks, 'fallback')} without reason or needs_human")
+        return CheckOutcome(CHECK_ID, "fail", f"{'; '.join(what)} — {tally}", fails + warns + notes)
+    if warns:
+        return CheckOutcome(
+            CHECK_ID,
+            "warn",
+            f"ledger does not fully agree with the recordings — {tally}",
+            warns + notes,
+        )
+    longest = max((run.attempts(zero_based) for run in runs), default=0)
+    return CheckOutcome(
+        CHECK_ID,
+        "pass",
+        f"{tally}; at most {longest} attempts per input, every fallback has a reason and "
+        "needs_human",
+        notes,
+    )

@@ -1,0 +1,239 @@
+"""The cassette task's canonical request key, and why a stored key might not match it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
+
+__all__ = [
+    "DEFAULT_KEY_LENGTH",
+    "NO_VARIANT",
+    "Variant",
+    "canonical_request",
+    "drop_everywhere",
+    "explain_mismatch",
+    "is_key_shape",
+    "mismatch_variants",
+    "recompute_key",
+]
+
+DEFAULT_KEY_LENGTH = 16
+MIN_KEY_LENGTH = 8
+MAX_KEY_LENGTH = 64
+NO_VARIANT = "hand-edited or another normalisation"
+
+_HEX = re.compile(r"[0-9a-fA-F]{8,64}")
+
+
+def _drop_top(payload: Any, volatile_fields: Iterable[str]) -> Any:
+    """Drop volatile keys at the top level only; nested ids are part of the key."""
+    if not isinstance(payload, Mapping):
+        return payload
+    drop = set(volatile_fields)
+    return {k: v for k, v in payload.items() if k not in drop}
+
+
+def drop_everywhere(value: Any, volatile_fields: Iterable[str]) -> Any:
+    """Drop volatile keys at every depth (the mistake that breaks multi-turn keys)."""
+    drop = frozenset(volatile_fields)
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, Mapping):
+            return {k: walk(v) for k, v in node.items() if k not in drop}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(value)
+
+
+def canonical_request(payload: Any, volatile_fields: Iterable[str]) -> str:
+    """The canonical text of a request: top-level volatile keys dropped, sorted, compact."""
+    return json.dumps(
+        _drop_top(payload, volatile_fields),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _length(length: int) -> int:
+    return max(MIN_KEY_LENGTH, min(MAX_KEY_LENGTH, length))
+
+
+def recompute_key(
+    payload: Any, volatile_fields: Iterable[str], length: int = DEFAULT_KEY_LENGTH
+) -> str:
+    """First `length` hex (8..64) of sha256 of the UTF-8 canonical request."""
+    return _digest(canonical_request(payload, volatile_fields))[: _length(length)]
+
+
+def is_key_shape(key: str) -> bool:
+    """True for 8 to 64 hex digits, the only keys a sha256 prefix can be."""
+    return bool(_HEX.fullmatch(key))
+
+
+def _dumps(value: Any, **options: Any) -> str:
+    settings: dict[str, Any] = {
+        "sort_keys": True,
+        "separators": (",", ":"),
+        "ensure_ascii": False,
+    }
+    settings.update(options)
+    return json.dumps(value, **settings)
+
+
+def _quoted(names: Iterable[str]) -> str:
+    return ", ".join(f"`{name}`" for name in names)
+
+
+class Variant(NamedTuple):
+    """One normalisation variant that reproduces a stored key."""
+
+    label: str  # human text, e.g. "matches if `created` is kept"
+    kind: str  # kept | all_kept | newline | separators | ascii | unsorted | deep | dropped | ...
+    fields: tuple[str, ...] = ()  # the request fields the variant is about
+
+
+def explain_mismatch(
+    payload: Any,
+    stored_key: str,
+    volatile_fields: Iterable[str],
+    *,
+    document: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """Labels of the simple normalisation variants that reproduce `stored_key`; [] when none.
+
+    `document` is the whole cassette file, for the "hashed the file, not the request" variant.
+    """
+    return [v.label for v in mismatch_variants(payload, stored_key, volatile_fields, document)]
+
+
+def mismatch_variants(
+    payload: Any,
+    stored_key: str,
+    volatile_fields: Iterable[str],
+    document: Mapping[str, Any] | None = None,
+) -> list[Variant]:
+    """The variants of `explain_mismatch`, with what kind of variant and which fields."""
+    volatile = tuple(dict.fromkeys(volatile_fields))
+    stored = stored_key.strip()
+    if not is_key_shape(stored) or payload is None:
+        return []
+    length = len(stored)
+    wanted = stored.lower()
+    base = _drop_top(payload, volatile)
+    present = [name for name in volatile if isinstance(payload, Mapping) and name in payload]
+
+    # Each variant is (Variant, thunk producing the hashed text); thunks keep unused ones free.
+    variants: list[tuple[Variant, Callable[[], str]]] = []
+    for name in present:
+        kept = tuple(v for v in volatile if v != name)
+        variants.append(
+            (
+                Variant(f"matches if `{name}` is kept", "kept", (name,)),
+                lambda kept=kept: canonical_request(payload, kept),
+            )
+        )
+    if len(present) > 1:
+        variants.append(
+            (
+                Variant(
+                    f"matches if all volatile fields are kept ({_quoted(present)})",
+                    "all_kept",
+                    tuple(present),
+                ),
+                lambda: canonical_request(payload, ()),
+            )
+        )
+    variants += [
+        (
+            Variant("matches with a trailing newline after the JSON", "newline"),
+            lambda: _dumps(base) + "\n",
+        ),
+        (
+            Variant('matches with json.dumps default separators (", ", ": ")', "separators"),
+            lambda: _dumps(base, separators=(", ", ": ")),
+        ),
+        (
+            Variant("matches with ensure_ascii=True", "ascii"),
+            lambda: _dumps(base, ensure_ascii=True),
+        ),
+        (
+            Variant("matches without sort_keys (keys in file order)", "unsorted"),
+            lambda: _dumps(base, sort_keys=False),
+        ),
+        (
+            Variant(
+                "matches if volatile keys are dropped at every depth (nested ids too)",
+                "deep",
+                volatile,
+            ),
+            lambda: _dumps(drop_everywhere(payload, volatile)),
+        ),
+    ]
+    if isinstance(payload, Mapping):
+        # A field the candidate normalises that the assignment does not list (docs.replay_notes).
+        for name in payload:
+            if name in volatile or not isinstance(name, str):
+                continue
+            extra = (*volatile, name)
+            variants.append(
+                (
+                    Variant(f"matches if `{name}` is also dropped", "dropped", (name,)),
+                    lambda extra=extra: canonical_request(payload, extra),
+                )
+            )
+    if isinstance(document, Mapping):
+        whole = {k: v for k, v in document.items() if k != "key"}
+        variants += [
+            (
+                Variant(
+                    "matches if the whole file (less `key`) is hashed, not the request only",
+                    "whole_file",
+                ),
+                lambda: _dumps(whole),
+            ),
+            (
+                Variant(
+                    "matches if the whole file (less `key`, volatile keys dropped) is hashed",
+                    "whole_file",
+                ),
+                lambda: _dumps(_drop_top(whole, volatile)),
+            ),
+        ]
+
+    try:
+        canonical = canonical_request(payload, volatile)
+    except (TypeError, ValueError, RecursionError):
+        return []
+    # A variant that yields the same text as the canonical form (or an earlier variant)
+    # explains nothing new, e.g. ensure_ascii on a pure-ASCII request.
+    tried = {canonical}
+    found: list[Variant] = []
+    for variant, make in variants:
+        try:
+            text = make()
+        except (TypeError, ValueError, RecursionError):
+            continue
+        if text in tried:
+            continue
+        tried.add(text)
+        if _digest(text)[:length] == wanted:
+            found.append(variant)
+    # Cheap checks on the digest itself rather than on the text that was hashed.
+    digest = _digest(canonical)
+    if length < 64 and digest[-length:] == wanted:
+        found.append(Variant(f"matches the last {length} hex of the sha256, not the first", "tail"))
+    if digest[:length] == wanted and stored != wanted:
+        found.append(
+            Variant("matches ignoring letter case (stored key has upper-case hex)", "case")
+        )
+    return found
