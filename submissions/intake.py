@@ -211,6 +211,9 @@ def intake_run(job: Job, progress: Progress) -> Outcome:
     Submission.objects.filter(pk=submission.pk).update(
         file_count=files, unpacked_bytes=total, status=Submission.Status.PROCESSING
     )
+    # A redelivered intake must not queue a second analysis.
+    if not submission.jobs.filter(kind=Job.Kind.ANALYSIS).exists():
+        job_create(submission=submission, kind=Job.Kind.ANALYSIS)
     progress.step("done", 100)
     return Outcome(Job.State.PASSED, f"{files} files unpacked")
 

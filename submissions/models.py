@@ -226,3 +226,127 @@ class Finding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.path}:{self.line or ''}"
+
+
+class Blob(models.Model):
+    """A body stored once by content hash; small ones inline, large ones in storage."""
+
+    sha256 = models.CharField(max_length=64, primary_key=True)
+    size = models.PositiveBigIntegerField()
+    content_type = models.CharField(max_length=200, blank=True)
+    is_binary = models.BooleanField(default=False)
+    truncated = models.BooleanField(default=False)
+    data = models.BinaryField(null=True, blank=True)
+    storage_name = models.CharField(max_length=300, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"blob {self.sha256[:12]} ({self.size} bytes)"
+
+
+class Recording(models.Model):
+    """One recording file of a submission: a cassette, fixture, HAR, trace or ledger."""
+
+    class Role(models.TextChoices):
+        RECORDING = "recording", "Recording"
+        TRACE = "trace", "Trace"
+        LEDGER = "ledger", "Ledger"
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="recordings")
+    path = models.CharField(max_length=1024)
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.RECORDING)
+    format = models.CharField(max_length=40)
+    key = models.CharField(max_length=128, blank=True)
+    recomputed_key = models.CharField(max_length=128, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    recorded_at = models.DateTimeField(null=True, blank=True)
+    recorded_at_raw = models.CharField(max_length=100, blank=True)
+    size = models.PositiveBigIntegerField(default=0)
+    sha256 = models.CharField(max_length=64, blank=True)
+    interaction_count = models.PositiveIntegerField(default=0)
+    turn_count = models.PositiveIntegerField(default=0)
+    # Filled by the replay job: whether the suite read this recording.
+    used = models.BooleanField(null=True, blank=True)
+    meta = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["path", "pk"]
+        indexes = [models.Index(fields=["submission", "path"])]
+
+    def __str__(self) -> str:
+        return self.path
+
+
+class Interaction(models.Model):
+    """One request/response of a recording; bodies by blob reference, headers redacted."""
+
+    recording = models.ForeignKey(Recording, on_delete=models.CASCADE, related_name="interactions")
+    index = models.PositiveIntegerField()
+    method = models.CharField(max_length=20, blank=True)
+    url = models.TextField(blank=True)
+    status = models.PositiveSmallIntegerField(null=True, blank=True)
+    request_headers = models.JSONField(default=list, blank=True)
+    response_headers = models.JSONField(default=list, blank=True)
+    request_blob = models.ForeignKey(
+        Blob, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    response_blob = models.ForeignKey(
+        Blob, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    recorded_at_raw = models.CharField(max_length=100, blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["recording", "index"]
+
+    def __str__(self) -> str:
+        return f"{self.recording.path}#{self.index}"
+
+
+class Turn(models.Model):
+    """One step of a rebuilt conversation: what was new in the request, and the response."""
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="turns")
+    thread = models.PositiveIntegerField()
+    index = models.PositiveIntegerField()
+    recording = models.ForeignKey(
+        Recording, null=True, blank=True, on_delete=models.CASCADE, related_name="turns"
+    )
+    interaction_index = models.PositiveIntegerField(default=0)
+    model = models.CharField(max_length=200, blank=True)
+    new_messages = models.JSONField(default=list, blank=True)
+    response = models.JSONField(null=True, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["submission", "thread", "index"]
+
+    def __str__(self) -> str:
+        return f"thread {self.thread} turn {self.index}"
+
+
+class TraceRow(models.Model):
+    """One HTTP hop of a trace file, with its verification result once checked."""
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="trace_rows")
+    recording = models.ForeignKey(Recording, on_delete=models.CASCADE, related_name="trace_rows")
+    line = models.PositiveIntegerField()
+    url = models.TextField(blank=True)
+    method = models.CharField(max_length=20, blank=True)
+    status = models.PositiveSmallIntegerField(null=True, blank=True)
+    trace_id = models.CharField(max_length=200, blank=True)
+    idempotency_key = models.CharField(max_length=200, blank=True)
+    request_headers = models.JSONField(default=list, blank=True)
+    request_blob = models.ForeignKey(
+        Blob, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    response_blob = models.ForeignKey(
+        Blob, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    verification = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["submission", "recording", "line"]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.url} ({self.status})"

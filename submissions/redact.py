@@ -1,7 +1,24 @@
-"""The one redactor every stored log and message goes through."""
+"""The one redactor every stored log, header and message goes through."""
 
 from __future__ import annotations
 
-from cassettes_app.secrets import redact_text
+from cassettes_app.secrets import is_placeholder, redact_text, redact_value
 
-__all__ = ["redact_text"]
+__all__ = ["redact_header", "redact_text"]
+
+CREDENTIAL_HEADERS = frozenset(
+    {
+        "authorization", "proxy-authorization", "x-api-key", "api-key", "api_key",
+        "x-goog-api-key", "cookie", "set-cookie", "openai-api-key", "anthropic-api-key",
+    }
+)  # fmt: skip
+
+
+def redact_header(name: str, value: str) -> str:
+    """A header value as we store it: credential headers never keep their value."""
+    if name.lower() in CREDENTIAL_HEADERS:
+        scheme, _, token = value.partition(" ")
+        if token and scheme.lower() in {"bearer", "basic", "token"}:
+            return value if is_placeholder(token) else f"{scheme} {redact_value(token)}"
+        return value if is_placeholder(value) else redact_value(value)
+    return redact_text(value)

@@ -103,15 +103,33 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "submissions/submission.html", context)
 
 
+_LIST_CAP = 200
+# Failures first, then warnings, errors, passes and skips.
+_CHECK_ORDER = {"fail": 0, "error": 1, "warn": 2, "pass": 3, "skip": 4}
+
+
 def _submission_context(submission: Submission) -> dict[str, object]:
     jobs = list(submission.jobs.all())
+    recordings = submission.recordings.order_by("path", "pk")
+    turns = submission.turns.select_related("recording").order_by("thread", "index")
+    trace_rows = submission.trace_rows.order_by("recording_id", "line")
+    checks = sorted(
+        submission.checks.all(), key=lambda c: (_CHECK_ORDER.get(c.status, 9), c.check_id)
+    )
     return {
+        "recordings": list(recordings[:_LIST_CAP]),
+        "recording_count": recordings.count(),
+        "turns": list(turns[:_LIST_CAP]),
+        "turn_count": turns.count(),
+        "trace_rows": list(trace_rows[:_LIST_CAP]),
+        "trace_row_count": trace_rows.count(),
+        "list_cap": _LIST_CAP,
         "submission": submission,
         "jobs": jobs,
         "jobs_active": any(not job.is_final for job in jobs),
         "queue_unreachable": any(
             job.enqueue_error and job.state == Job.State.QUEUED for job in jobs
         ),
-        "checks": list(submission.checks.all()),
+        "checks": checks,
         "findings": list(submission.findings.all()[:200]),
     }

@@ -52,7 +52,10 @@ def lead(db: None) -> User:
 
 @pytest.fixture
 def assignment(db: None) -> Assignment:
-    values = assignment_values({"slug": "cassette-triage", "title": "Cassette triage"})
+    # No replay command: unit tests stop after analysis; test_replay drives the sandbox.
+    values = assignment_values(
+        {"slug": "cassette-triage", "title": "Cassette triage", "replay_command": ""}
+    )
     return assignment_apply(values=values)[0]
 
 

@@ -115,8 +115,11 @@ def test_ingest_prints_the_id_last_and_runs_inline(assignment, tmp_path, capsys)
     out, err = capsys.readouterr()
     s = Submission.objects.get()
     assert out.strip().splitlines()[-1] == str(s.pk)
-    assert "intake job" in err and "passed" in err
-    assert s.jobs.get().state == Job.State.PASSED
+    assert "intake job" in err and "analysis job" in err
+    assert [(j.kind, j.state) for j in s.jobs.order_by("pk")] == [
+        ("intake", "passed"),
+        ("analysis", "passed"),
+    ]
     assert s.candidate.name == "Grace"
 
 
@@ -179,10 +182,14 @@ def test_report_is_stable_sorted_json_with_what_exists(assignment, tmp_path, cap
     assert report["assignment"] == "cassette-triage"
     assert len(report["archive_sha256"]) == 64
     assert report["jobs"] == [
-        {"kind": "intake", "state": "passed", "attempts": 1, "duration_s": mock.ANY}
+        {"kind": "intake", "state": "passed", "attempts": 1, "duration_s": mock.ANY},
+        {"kind": "analysis", "state": "passed", "attempts": 1, "duration_s": mock.ANY},
     ]
-    # No check has been built yet: absent, not faked.
-    assert report["checks"] == []
+    ids = [c["id"] for c in report["checks"]]
+    assert ids == sorted(ids)
+    assert "cassettes.keys_match" in ids and "docs.entrypoints" in ids
+    # Replay has not run (no replay command): its checks are absent, not faked.
+    assert not any(i.startswith("replay.") for i in ids)
     assert report["scores"]["rubric"] == "cassette"
 
 

@@ -151,8 +151,12 @@ def test_real_worker_runs_an_intake_job_to_passed(
     job = _wait_final(result.submission.jobs.get(), worker)
     assert job.state == Job.State.PASSED, job.error
     assert job.attempts == 1
+    # Intake queues the analysis job, which the same worker runs next.
+    analysis = _wait_final(result.submission.jobs.get(kind=Job.Kind.ANALYSIS), worker)
+    assert analysis.state == Job.State.PASSED, analysis.error
     result.submission.refresh_from_db()
     assert result.submission.status == "ready"
+    assert result.submission.checks.filter(check_id="cassettes.keys_match").exists()
 
 
 def _kill_job(assignment, candidate, small_zip) -> Job:

@@ -181,7 +181,8 @@ def parse_path(
                     f"file is {info.st_size} bytes, over max_file_bytes "
                     f"({limits.max_file_bytes}); not parsed",
                 )
-            data = handle.read(limits.max_file_bytes + 1)
+            # Ask for the file's own size (+1 to see growth): read(n) reserves n bytes up front.
+            data = handle.read(min(info.st_size, limits.max_file_bytes) + 1)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return _finding(name, "parse_error", "error", "symbolic link; not followed")

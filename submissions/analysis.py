@@ -1,0 +1,355 @@
+"""The analysis job: discover and parse every recording, store it, and write static checks."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.utils.dateparse import parse_datetime
+
+from cassettes_app.analysis import AnalysisConfig, Analyzer, FileReport
+from cassettes_app.checks import CheckOutcome
+from cassettes_app.checks.docs import docs_entrypoints, docs_replay_notes
+from cassettes_app.checks.ledger import ledger_consistent
+from cassettes_app.checks.trace import (
+    trace_idempotency_keys_logged,
+    trace_no_invented_ids,
+    trace_stub_hops_present,
+    trace_tool_calls_reach_stub,
+)
+from cassettes_app.formats.base import Body
+from submissions.blobs import BlobWriter
+from submissions.intake import submission_tree
+from submissions.jobs import Outcome, Progress, handler
+from submissions.models import (
+    CheckResult,
+    Finding,
+    Interaction,
+    Job,
+    Recording,
+    Submission,
+    TraceRow,
+    Turn,
+)
+from submissions.redact import redact_header, redact_text
+
+log = logging.getLogger(__name__)
+
+_BATCH = 1000
+
+
+def analysis_config(submission: Submission) -> AnalysisConfig:
+    """The assignment's settings as the pure analyser takes them."""
+    a = submission.assignment
+    return AnalysisConfig(
+        shape=a.shape,
+        recording_globs=tuple(a.recording_globs),
+        trace_globs=tuple(a.trace_globs),
+        ledger_globs=tuple(a.ledger_globs),
+        volatile_fields=tuple(a.volatile_fields),
+        stale_after_days=a.stale_after_days,
+        expected_model=a.expected_model,
+        id_pattern=a.id_pattern or "ord_[0-9a-f]+",
+        now=submission.created,
+    )
+
+
+def _headers(pairs: Iterable[tuple[str, str]]) -> list[list[str]]:
+    """Headers as stored: credential values only in their redacted form."""
+    return [[str(name)[:200], redact_header(str(name), str(value))[:4000]] for name, value in pairs]
+
+
+def _when(raw: str | None) -> dt.datetime | None:
+    """An aware datetime from an ISO-8601 string, or None (never guessed)."""
+    if not raw:
+        return None
+    try:
+        parsed = parse_datetime(str(raw).strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed is None:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed
+
+
+def _body_blob(writer: BlobWriter, body: Body | None) -> str | None:
+    if body is None or not body.data:
+        return None
+    return writer.add(
+        body.data,
+        content_type=body.content_type or "",
+        is_binary=body.is_binary,
+        truncated=body.truncated,
+    )
+
+
+def _json_blob(writer: BlobWriter, value: Any) -> str | None:
+    import json
+
+    if value is None:
+        return None
+    if isinstance(value, bytes | bytearray):
+        return writer.add(bytes(value))
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return writer.add(text.encode("utf-8"), content_type="application/json")
+
+
+class _Store:
+    """Writes one submission's parsed files in batches (bulk inserts, one transaction each)."""
+
+    def __init__(self, submission: Submission, job: Job) -> None:
+        self.submission = submission
+        self.job = job
+        self.blobs = BlobWriter()
+        self.recordings: list[Recording] = []
+        self.interactions: list[tuple[Recording, Interaction]] = []
+        self.rows: list[tuple[Recording, TraceRow]] = []
+        self.by_path: dict[str, int] = {}
+
+    def file(self, report: FileReport) -> None:
+        """Queue one parsed file's rows; bodies go to the blob writer and are dropped."""
+        result = report.result
+        first: Recording | None = None
+        for parsed in result.recordings or [None]:
+            rec = Recording(
+                submission=self.submission,
+                path=report.path[:1024],
+                role=report.role,
+                format=result.format[:40],
+                size=report.size,
+                sha256=report.sha256,
+                interaction_count=len(result.hops),
+            )
+            if parsed is not None:
+                rec.key = (parsed.key or "")[:128]
+                rec.model = (parsed.model or "")[:200]
+                rec.recorded_at = _when(parsed.recorded_at)
+                rec.recorded_at_raw = (parsed.recorded_at or "")[:100]
+                rec.interaction_count = len(parsed.interactions)
+                rec.meta = _meta(parsed.meta)
+                for inter in parsed.interactions:
+                    self.interactions.append((rec, self._interaction(inter)))
+            self.recordings.append(rec)
+            first = first or rec
+        assert first is not None
+        for hop in result.hops:
+            self.rows.append((first, self._row(hop)))
+        if len(self.recordings) + len(self.interactions) + len(self.rows) >= _BATCH:
+            self.flush()
+
+    def _interaction(self, inter: Any) -> Interaction:
+        return Interaction(
+            index=inter.index,
+            method=(inter.method or "")[:20],
+            url=redact_text(inter.url or "")[:4000],
+            status=inter.status if _http_status(inter.status) else None,
+            request_headers=_headers(inter.request_headers),
+            response_headers=_headers(inter.response_headers),
+            request_blob_id=_body_blob(self.blobs, inter.request_body),
+            response_blob_id=_body_blob(self.blobs, inter.response_body),
+            recorded_at_raw=(inter.recorded_at or "")[:100],
+            duration_ms=inter.duration_ms,
+        )
+
+    def _row(self, hop: Any) -> TraceRow:
+        return TraceRow(
+            submission=self.submission,
+            line=hop.line,
+            url=redact_text(hop.url or "")[:4000],
+            method=(hop.method or "")[:20],
+            status=hop.status if _http_status(hop.status) else None,
+            trace_id=str(hop.trace_id or "")[:200],
+            idempotency_key=str(hop.idempotency_key or "")[:200],
+            request_headers=_headers(hop.request_headers),
+            request_blob_id=_json_blob(self.blobs, hop.req),
+            response_blob_id=_json_blob(self.blobs, hop.resp),
+        )
+
+    def flush(self) -> None:
+        """Insert everything queued: blobs first (rows reference them), then recordings."""
+        with transaction.atomic():
+            self.blobs.flush()
+            Recording.objects.bulk_create(self.recordings, batch_size=_BATCH)
+            for rec in self.recordings:
+                self.by_path.setdefault(rec.path, rec.pk)
+            for rec, inter in self.interactions:
+                inter.recording_id = rec.pk
+            for rec, row in self.rows:
+                row.recording_id = rec.pk
+            Interaction.objects.bulk_create([i for _, i in self.interactions], batch_size=_BATCH)
+            TraceRow.objects.bulk_create([r for _, r in self.rows], batch_size=_BATCH)
+        self.recordings.clear()
+        self.interactions.clear()
+        self.rows.clear()
+
+
+def _http_status(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599
+
+
+def _meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """Small, JSON-safe metadata only."""
+    out = {}
+    for key, value in list(meta.items())[:30]:
+        if isinstance(value, str | int | float | bool) or value is None:
+            out[str(key)[:100]] = value if not isinstance(value, str) else value[:500]
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value[:20]):
+            out[str(key)[:100]] = [v[:200] for v in value[:20]]
+    return out
+
+
+def _clear(submission: Submission) -> None:
+    """Remove what an earlier analysis of this submission stored (a re-run replaces it)."""
+    Turn.objects.filter(submission=submission).delete()
+    TraceRow.objects.filter(submission=submission).delete()
+    Recording.objects.filter(submission=submission).delete()
+    Finding.objects.filter(submission=submission, job__kind=Job.Kind.ANALYSIS).delete()
+
+
+def checks_store(submission: Submission, job: Job | None, outcomes: list[CheckOutcome]) -> None:
+    """Upsert check results by (submission, check id): a re-run never duplicates them."""
+    for outcome in outcomes:
+        CheckResult.objects.update_or_create(
+            submission=submission,
+            check_id=outcome.id,
+            defaults={
+                "status": outcome.status,
+                "summary": redact_text(outcome.summary)[:2000],
+                "evidence": outcome.evidence,
+                "job": job,
+            },
+        )
+
+
+def _extra_checks(analyzer: Analyzer, submission: Submission) -> list[CheckOutcome]:
+    """Trace, ledger and docs checks, fed from what the analyser collected."""
+    a = submission.assignment
+    out: list[CheckOutcome] = []
+    if analyzer.hops or a.trace_globs:
+        path = analyzer.trace_path or (a.trace_globs[0] if a.trace_globs else "")
+        out += [
+            trace_stub_hops_present(analyzer.hops, path),
+            trace_tool_calls_reach_stub(analyzer.hops, path),
+            trace_no_invented_ids(analyzer.hops, path, a.id_pattern or "ord_[0-9a-f]+"),
+            trace_idempotency_keys_logged(analyzer.hops, path),
+        ]
+    if analyzer.ledger or a.ledger_globs:
+        out.append(
+            ledger_consistent(analyzer.ledger, analyzer.ledger_path or (a.ledger_globs or [""])[0])
+        )
+    out.append(docs_entrypoints(analyzer.root, a.shape, a.replay_command))
+    out.append(
+        docs_replay_notes(
+            analyzer.root,
+            volatile_fields=list(a.volatile_fields),
+            key_findings=analyzer.key_report.as_dict(),
+            shape=a.shape,
+        )
+    )
+    return out
+
+
+def _store_recomputed_keys(submission: Submission, analyzer: Analyzer) -> None:
+    """Keep the recomputed key beside the stored one (the page and the replay probe use it)."""
+    recomputed = {f.path: f.recomputed_key for f in analyzer.facts if f.recomputed_key}
+    if not recomputed:
+        return
+    rows = list(
+        Recording.objects.filter(submission=submission, path__in=list(recomputed)).only(
+            "pk", "path"
+        )
+    )
+    for row in rows:
+        row.recomputed_key = recomputed[row.path][:128]
+    Recording.objects.bulk_update(rows, ["recomputed_key"], batch_size=_BATCH)
+
+
+def _next_jobs(submission: Submission) -> None:
+    """Queue what follows analysis (once: a redelivered analysis must not queue twice)."""
+    from submissions.jobs import job_create
+
+    if (
+        submission.assignment.replay_command
+        and not submission.jobs.filter(kind=Job.Kind.REPLAY).exists()
+    ):
+        job_create(submission=submission, kind=Job.Kind.REPLAY)
+
+
+@handler(Job.Kind.ANALYSIS)
+def analysis_run(job: Job, progress: Progress) -> Outcome:
+    """Parse every recording of the submission, store it, and write the static checks."""
+    submission = job.submission
+    progress.step("unpack", 2)
+    tree = submission_tree(submission)
+    analyzer = Analyzer(tree, analysis_config(submission))
+    with transaction.atomic():
+        _clear(submission)
+    store = _Store(submission, job)
+    progress.step("parse", 5)
+    count = 0
+    for report in analyzer.files():
+        store.file(report)
+        count += 1
+        if count % 200 == 0:
+            progress.step(f"parse ({count} files)", min(60, 5 + count // 200))
+    store.flush()
+    progress.log(f"parsed {count} recording files")
+    _store_recomputed_keys(submission, analyzer)
+
+    progress.step("secrets", 65)
+    hits = list(analyzer.secret_hits())
+    progress.step("conversations", 75)
+    turns_per_recording: dict[str, int] = {}
+    turns: list[Turn] = []
+    for thread in analyzer.threads():
+        for turn in thread.turns:
+            rec_id = store.by_path.get(turn.path)
+            turns_per_recording[turn.path] = turns_per_recording.get(turn.path, 0) + 1
+            turns.append(
+                Turn(
+                    submission=submission,
+                    thread=thread.index,
+                    index=turn.index,
+                    recording_id=rec_id,
+                    interaction_index=turn.interaction_index,
+                    model=(turn.model or "")[:200],
+                    new_messages=turn.new_messages,
+                    response=turn.response,
+                    usage=turn.usage or {},
+                )
+            )
+            if len(turns) >= _BATCH:
+                Turn.objects.bulk_create(turns)
+                turns.clear()
+    Turn.objects.bulk_create(turns)
+    for path, n in turns_per_recording.items():
+        Recording.objects.filter(submission=submission, path=path).update(turn_count=n)
+
+    progress.step("checks", 90)
+    outcomes = analyzer.checks() + _extra_checks(analyzer, submission)
+    checks_store(submission, job, outcomes)
+    Finding.objects.bulk_create(
+        [
+            Finding(
+                submission=submission,
+                job=job,
+                kind=f.kind[:80],
+                severity=f.severity,
+                path=(f.path or "")[:1024],
+                line=f.line,
+                message=redact_text(f.message)[:4000],
+            )
+            for f in analyzer.findings
+        ],
+        batch_size=_BATCH,
+    )
+    _next_jobs(submission)
+    failing = sum(1 for o in outcomes if o.status == "fail")
+    summary = f"{count} files, {len(hits)} secret hits, {len(outcomes)} checks, {failing} failing"
+    progress.step("done", 100)
+    return Outcome(Job.State.PASSED, summary)
