@@ -164,6 +164,26 @@ OUTBOUND_ALLOW = env.list("OUTBOUND_ALLOW", [])
 
 # Sandbox. Candidate code never runs unsandboxed unless this loudly-named switch is on.
 SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED = env.bool("SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED", False)
+SANDBOX_BWRAP = env.str("SANDBOX_BWRAP", "/usr/bin/bwrap")
+SANDBOX_RUNTIME = env.path("SANDBOX_RUNTIME", Path("/opt/cassette-review/sandbox-runtime"))
+# Workspaces must sit where the sandbox uids can traverse (not under root's home).
+SANDBOX_WORK_DIR = env.path(
+    "SANDBOX_WORK_DIR",
+    Path("/var/tmp/cassette-review-sandbox"),  # noqa: S108 - made 0711 and root-owned
+)
+SANDBOX_UID_BASE = env.int("SANDBOX_UID_BASE", 64000, minimum=1000)
+SANDBOX_SLOTS = env.int("SANDBOX_SLOTS", 8, minimum=1)
+SANDBOX_WALL_SECONDS = env.float("SANDBOX_WALL_SECONDS", 180.0)
+SANDBOX_CPU_SECONDS = env.int("SANDBOX_CPU_SECONDS", 180, minimum=1)
+SANDBOX_MEMORY_BYTES = env.int("SANDBOX_MEMORY_BYTES", 2 * 2**30, minimum=64 * 2**20)
+SANDBOX_PROCESSES = env.int("SANDBOX_PROCESSES", 128, minimum=8)
+SANDBOX_FILE_BYTES = env.int("SANDBOX_FILE_BYTES", 100 * 2**20, minimum=2**20)
+SANDBOX_OPEN_FILES = env.int("SANDBOX_OPEN_FILES", 256, minimum=32)
+SANDBOX_TMPFS_BYTES = env.int("SANDBOX_TMPFS_BYTES", 64 * 2**20, minimum=2**20)
+SANDBOX_OUTPUT_BYTES = env.int("SANDBOX_OUTPUT_BYTES", 2**20, minimum=4096)
+REPLAY_MISSING_PROBES = env.int("REPLAY_MISSING_PROBES", 1, minimum=0)
+REPLAY_MISSING_PROBE_TRIES = env.int("REPLAY_MISSING_PROBE_TRIES", 3, minimum=1)
+REPLAY_OUTPUT_MAX_BYTES = env.int("REPLAY_OUTPUT_MAX_BYTES", 5 * 2**20, minimum=1024)
 
 LOGGING = {
     "version": 1,

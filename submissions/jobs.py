@@ -54,6 +54,22 @@ Handler = Callable[[Job, "Progress"], Outcome | None]
 HANDLERS: dict[str, Handler] = {}
 
 
+HANDLER_MODULES = (
+    "submissions.intake",
+    "submissions.analysis",
+    "submissions.replay",
+    "submissions.selftest",
+)
+
+
+def load_handlers() -> None:
+    """Import the modules whose @handler functions run the job kinds."""
+    import importlib
+
+    for name in HANDLER_MODULES:
+        importlib.import_module(name)
+
+
 def handler(kind: str) -> Callable[[Handler], Handler]:
     """Register the function that runs jobs of `kind`."""
 
@@ -242,6 +258,7 @@ def job_execute(*, job_id: int) -> str | None:
     job = _claim(job_id)
     if job is None:
         return None
+    load_handlers()
     func = HANDLERS.get(job.kind)
     progress = Progress(job)
     try:

@@ -17,6 +17,12 @@ from submissions.jobs import cap_log, job_create, job_execute, jobs_reconcile
 from submissions.models import Job, Submission
 
 
+@pytest.fixture(autouse=True)
+def handlers_loaded() -> None:
+    """Register the real handlers first, so a test's monkeypatched one is not overwritten."""
+    jobs.load_handlers()
+
+
 @pytest.fixture
 def submission(db: None, assignment, candidate, small_zip) -> Submission:
     with mock.patch.object(jobs, "job_enqueue", return_value=True):
@@ -59,7 +65,11 @@ def test_intake_job_runs_to_passed_and_submission_becomes_ready(submission: Subm
     assert job.attempts == 1
     assert job.progress == 100
     assert job.finished_at and job.started_at
-    assert "3 files" in job.log or "unpacked 3 files" in job.log
+    assert "unpacked 3 files" in job.log
+    submission.refresh_from_db()
+    assert submission.status == Submission.Status.PROCESSING  # analysis is queued next
+    analysis = submission.jobs.get(kind=Job.Kind.ANALYSIS)
+    assert job_execute(job_id=analysis.pk) == Job.State.PASSED
     submission.refresh_from_db()
     assert submission.status == Submission.Status.READY
 

@@ -1,0 +1,319 @@
+"""The replay job: pure judgements, and behaviour through the real sandbox."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import yaml
+
+from reviewer.demo import DEMO_DIR, zip_tree
+from submissions import jobs
+from submissions.assignments import assignment_apply, assignment_values
+from submissions.intake import submission_create
+from submissions.jobs import job_execute
+from submissions.models import Candidate, CheckResult, Job, Recording
+from submissions.replay import choose_probes, recording_dirs
+from submissions.replay_compare import (
+    classify,
+    describe_attempts,
+    first_json_difference,
+    missing_module,
+    network_attempts,
+    probe_outcome,
+)
+from tests.conftest import make_zip
+
+# ------------------------------------------------------------------ pure judgements
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "kind"),
+    [
+        (b'{"x": 1}', b'{"x": 1}', "identical"),
+        (b'{"at": "2026-11-29T10:00:00Z"}', b'{"at": "2026-11-29T10:00:07Z"}', "timestamp"),
+        (b'{"at": 1764400000}', b'{"at": 1764400007}', "timestamp"),
+        (
+            b'{"id": "0b7e6a2c-4a4f-4f39-9c43-0c2b8f1f0a11"}',
+            b'{"id": "a1f0c2d3-1111-4222-8333-944455556666"}',
+            "uuid",
+        ),
+        (b'{"labels": ["a", "b", "c"]}', b'{"labels": ["c", "a", "b"]}', "ordering"),
+        (b"alpha\nbeta\n", b"beta\nalpha\n", "ordering"),
+        (b'{"score": 0.30000000000000004}', b'{"score": 0.3}', "float"),
+        (b'{"answer": "yes"}', b'{"answer": "no"}', "other"),
+    ],
+)
+def test_differences_are_classified(a: bytes, b: bytes, kind: str) -> None:
+    assert classify(a, b, "out/answers.json").kind == kind
+
+
+def test_several_causes_at_once_are_all_named() -> None:
+    a = b'{"at": "2026-11-29T10:00:00Z", "run": "0b7e6a2c-4a4f-4f39-9c43-0c2b8f1f0a11"}'
+    b = b'{"at": "2026-11-29T10:00:09Z", "run": "a1f0c2d3-1111-4222-8333-944455556666"}'
+    assert classify(a, b, "o").kind == "timestamp+uuid"
+
+
+def test_diff_names_the_first_json_path() -> None:
+    diff = classify(b'{"a": {"b": [1, 2]}}', b'{"a": {"b": [1, 3]}}', "o.json")
+    assert diff.first_json_path == "$.a.b[1]"
+    assert "-" in diff.diff and "+" in diff.diff
+    assert first_json_difference({"a": 1}, {"a": 1}) is None
+    assert first_json_difference([1], [1, 2]) == "$[1]"
+
+
+def test_loopback_and_unix_sockets_are_not_network_attempts() -> None:
+    events = [
+        {"event": "socket.connect", "address": "('127.0.0.1', 8080)", "caller": "a.py:1"},
+        {"event": "socket.connect", "address": "('::1', 8080, 0, 0)", "caller": "a.py:1"},
+        {"event": "socket.getaddrinfo", "host": "localhost", "port": "80", "caller": "a.py:2"},
+        {"event": "socket.connect", "address": "/run/some.sock", "caller": "a.py:3"},
+        {"event": "socket.connect", "address": "('api.openai.com', 443)", "caller": "t.py:41"},
+        {"event": "socket.connect", "address": "('api.openai.com', 443)", "caller": "t.py:41"},
+        {"event": "open", "path": "cassettes/x.json"},
+    ]
+    attempts = network_attempts(events)
+    assert len(attempts) == 2
+    assert describe_attempts(attempts) == "2 connect attempts to api.openai.com:443 from t.py:41"
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "output", "attempts", "outcome"),
+    [
+        (1, "KeyError: no cassette for key 27a5a6b300afe880", [], "fails_loudly"),
+        (2, "FileNotFoundError: cassettes/27a5a6b300afe880.json", [], "fails_loudly"),
+        (1, "Traceback: something unrelated", [], "fails_unclearly"),
+        (0, "all good", [], "passes_silently"),
+        (
+            1,
+            "URLError",
+            [{"event": "socket.getaddrinfo", "host": "api.openai.com"}],
+            "network_fallback",
+        ),
+    ],
+)
+def test_probe_outcomes(exit_code, output, attempts, outcome) -> None:
+    got, reason = probe_outcome(
+        exit_code=exit_code,
+        output=output,
+        removed="cassettes/27a5a6b300afe880.json",
+        key="27a5a6b300afe880",
+        attempts=attempts,
+    )
+    assert got == outcome
+    assert reason
+
+
+def test_recording_dirs_take_the_fixed_prefix_of_each_glob() -> None:
+    assert recording_dirs(["cassettes/**/*.json", "fixtures/recordings/*.json", "*.har"]) == [
+        ".",
+        "cassettes",
+        "fixtures/recordings",
+    ]
+
+
+def test_probe_choice_is_deterministic_and_bounded() -> None:
+    used = {f"cassettes/{i}.json" for i in range(20)}
+    assert choose_probes(used, 2) == choose_probes(set(sorted(used, reverse=True)), 2)
+    assert len(choose_probes(used, 2)) == 2
+    assert choose_probes(set(), 3) == []
+
+
+def test_missing_module_is_named() -> None:
+    assert missing_module("E   ModuleNotFoundError: No module named 'numpy'\n") == "numpy"
+    assert missing_module("AssertionError") is None
+
+
+# ------------------------------------------------------------------ through the real sandbox
+
+RUN_TWICE = {
+    "slug": "rt-test",
+    "title": "Run twice (test)",
+    "shape": "run-twice",
+    "replay_command": "python3 run.py",
+    "graded_outputs": ["out/answers.json"],
+    "recordings": ["fixtures/*.json"],
+}
+
+READER = """
+import json, os, pathlib, sys
+fixtures = sorted(pathlib.Path("fixtures").glob("*.json"))
+answers = []
+for name in ["a", "b"]:
+    path = pathlib.Path("fixtures") / f"{name}.json"
+    if not path.exists():
+        MISSING
+    answers.append(json.loads(path.read_text())["text"])
+pathlib.Path("out").mkdir(exist_ok=True)
+EXTRA
+pathlib.Path("out/answers.json").write_text(json.dumps(result, sort_keys=True))
+"""
+
+
+def _repo(extra: str, missing: str = 'sys.exit(f"missing fixture {path}")') -> dict[str, str]:
+    return {
+        "run.py": READER.replace("MISSING", missing).replace("EXTRA", extra),
+        "fixtures/a.json": json.dumps({"text": "alpha"}),
+        "fixtures/b.json": json.dumps({"text": "beta"}),
+    }
+
+
+def _judge(files_or_dir, values: dict | None = None) -> dict[str, CheckResult]:
+    """Ingest a repo, run analysis and replay inline, and return the checks by id."""
+    values = values or RUN_TWICE
+    assignment = assignment_apply(values=assignment_values(values))[0]
+    candidate, _ = Candidate.objects.get_or_create(name="Sandboxed")
+    if isinstance(files_or_dir, Path):
+        data = zip_tree(files_or_dir, files_or_dir.name)
+    else:
+        data = make_zip(files_or_dir)
+    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+        s = submission_create(
+            upload=io.BytesIO(data), filename="r.zip", candidate=candidate, assignment=assignment
+        ).submission
+        while job := s.jobs.filter(state=Job.State.QUEUED).order_by("pk").first():
+            job_execute(job_id=job.pk)
+    replay = s.jobs.get(kind=Job.Kind.REPLAY)
+    assert replay.state in {"passed", "failed"}, replay.error
+    return {c.check_id: c for c in s.checks.all()}
+
+
+@pytest.mark.parametrize(
+    ("extra", "kind"),
+    [
+        (
+            "import datetime; result = {'answers': answers, 'at': datetime.datetime.now().isoformat()}",
+            "timestamp",
+        ),
+        ("import uuid; result = {'answers': answers, 'run': str(uuid.uuid4())}", "uuid"),
+        (
+            "result = {'answers': answers, 'labels': list({'x1', 'y2', 'z3', 'w4', 'v5'})}",
+            "ordering",
+        ),
+    ],
+)
+@pytest.mark.sandbox
+@pytest.mark.django_db
+def test_nondeterministic_outputs_fail_byte_identical_with_their_kind(
+    extra: str, kind: str
+) -> None:
+    checks = _judge(_repo(extra))
+    assert checks["replay.offline_pass"].status == "pass"
+    check = checks["replay.byte_identical"]
+    assert check.status == "fail"
+    assert check.evidence[0]["kind"] == kind
+    assert check.evidence[0]["diff"].startswith("--- run1/out/answers.json")
+
+
+@pytest.mark.sandbox
+@pytest.mark.django_db
+def test_a_deterministic_repo_passes_and_fails_loudly_without_a_fixture() -> None:
+    checks = _judge(_repo("result = {'answers': answers}"))
+    assert checks["replay.offline_pass"].status == "pass"
+    assert checks["replay.byte_identical"].status == "pass"
+    assert checks["replay.no_network_attempts"].status == "pass"
+    assert checks["replay.recordings_used"].status == "pass"
+    assert checks["replay.missing_fixture_fails_loudly"].status == "pass"
+    assert set(Recording.objects.filter(used=True).values_list("path", flat=True)) == {
+        "fixtures/a.json",
+        "fixtures/b.json",
+    }
+
+
+@pytest.mark.sandbox
+@pytest.mark.django_db
+def test_a_silent_default_on_a_missing_fixture_fails() -> None:
+    checks = _judge(
+        _repo("result = {'answers': answers}", missing="answers.append('default'); continue")
+    )
+    check = checks["replay.missing_fixture_fails_loudly"]
+    assert check.status == "fail"
+    assert check.evidence[0]["outcome"] == "passes_silently"
+
+
+@pytest.mark.sandbox
+@pytest.mark.django_db
+def test_an_orphan_recording_is_reported() -> None:
+    files = _repo("result = {'answers': answers}")
+    files["fixtures/unused.json"] = json.dumps({"text": "never read"})
+    check = _judge(files)["replay.recordings_used"]
+    assert check.status == "warn"
+    assert [e["path"] for e in check.evidence] == ["fixtures/unused.json"]
+
+
+@pytest.mark.sandbox
+@pytest.mark.django_db
+def test_tests_that_need_the_network_fail_offline_with_the_attempt_named() -> None:
+    files = _repo("result = {'answers': answers}")
+    files["run.py"] = (
+        "import urllib.request\n"
+        "urllib.request.urlopen('https://api.openai.com/v1/models', timeout=2)\n"
+    )
+    checks = _judge(files)
+    assert checks["replay.offline_pass"].status == "fail"
+    net = checks["replay.no_network_attempts"]
+    assert net.status == "fail"
+    assert "api.openai.com" in net.summary
+    assert "run.py:2" in net.summary
+
+
+@pytest.mark.sandbox
+@pytest.mark.django_db
+def test_demo_good_cassette_repo_replays_cleanly() -> None:
+    values = yaml.safe_load((DEMO_DIR / "assignments" / "cassette-triage.yaml").read_text())
+    checks = _judge(DEMO_DIR / "repos" / "cassette-good", values)
+    assert checks["replay.offline_pass"].status == "pass", checks["replay.offline_pass"].evidence
+    assert checks["replay.byte_identical"].status == "pass"
+    assert checks["replay.no_network_attempts"].status == "pass"
+    assert checks["replay.missing_fixture_fails_loudly"].status == "pass"
+
+
+@pytest.mark.sandbox
+@pytest.mark.django_db
+def test_demo_cassette_repo_that_falls_back_to_the_live_api_is_caught() -> None:
+    values = yaml.safe_load((DEMO_DIR / "assignments" / "cassette-triage.yaml").read_text())
+    checks = _judge(DEMO_DIR / "repos" / "cassette-flawed", values)
+    probe = checks["replay.missing_fixture_fails_loudly"]
+    assert probe.status == "fail"
+    assert probe.evidence[0]["outcome"] == "network_fallback"
+    assert "api.openai.com" in checks["replay.no_network_attempts"].summary
+
+
+@pytest.mark.django_db
+def test_without_the_sandbox_replay_ends_in_error_with_the_cause(settings) -> None:
+    settings.SANDBOX_BWRAP = "/nonexistent/bwrap"
+    assignment = assignment_apply(values=assignment_values(RUN_TWICE))[0]
+    candidate = Candidate.objects.create(name="NoSandbox")
+    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+        s = submission_create(
+            upload=io.BytesIO(make_zip(_repo("result = {}"))),
+            filename="r.zip",
+            candidate=candidate,
+            assignment=assignment,
+        ).submission
+        while job := s.jobs.filter(state=Job.State.QUEUED).order_by("pk").first():
+            job_execute(job_id=job.pk)
+    replay = s.jobs.get(kind=Job.Kind.REPLAY)
+    assert replay.state == Job.State.ERROR
+    assert "bwrap" in replay.error
+    check = s.checks.get(check_id="replay.offline_pass")
+    assert check.status == "error" and "bwrap" in check.summary
+
+
+def test_probes_prefer_recordings_whose_removal_must_matter() -> None:
+    from submissions.replay import probe_preferred
+
+    rows = [
+        ("cassettes/good.json", "k1", "k1", "s1"),
+        ("cassettes/edited.json", "k2", "kX", "s2"),  # hand-edited key
+        ("cassettes/dup.json", "k3", "k3", "s3"),
+        ("cassettes/archive/dup.json", "k3", "k3", "s3"),  # a copy of the same recording
+        ("fixtures/a.json", "", "", "s4"),  # no key at all
+    ]
+    preferred = probe_preferred(rows)
+    assert preferred == {"cassettes/good.json"}
+    used = {r[0] for r in rows}
+    assert choose_probes(used, 1, preferred=preferred) == ["cassettes/good.json"]
