@@ -1,0 +1,1 @@
+"""Loopback stub servers and a connect guard for the outbound and trace-verification tests."""
