@@ -699,12 +699,29 @@ _GENERIC: tuple[tuple[re.Pattern[str], Callable[[str, re.Match[str], bool], _Fou
 )
 
 
+# A literal each _GENERIC pattern cannot match without (checked on the lowercased text): a
+# substring test is far cheaper than running the pattern over a body that has no such name.
+_GENERIC_NEEDLES: tuple[str, ...] = (
+    "authorization",
+    "api",
+    *("secret", "pass", "pwd", "private"),
+    "token",
+    "bearer",
+    "cookie",
+    "=",
+    "://",
+)
+assert len(_GENERIC_NEEDLES) == len(_GENERIC)
+
+
 def _generic_spans(
     text: str, low: str, redact: bool, memo: dict[Any, Any], limit: int | None = None
 ) -> list[_Span]:
     """Find credential values by the names around them (headers, assignments, queries)."""
     spans: list[_Span] = []
     for index, (rx, handler, lowered) in enumerate(_GENERIC):
+        if _GENERIC_NEEDLES[index] not in low:
+            continue
         for m in rx.finditer(low if lowered else text):
             s0, e0 = m.span()
             key = (index, text[max(0, s0 - 40) : e0])  # the name prefix is part of the input

@@ -102,9 +102,11 @@ def _json_blob(writer: BlobWriter, value: Any) -> str | None:
 class _Store:
     """Writes one submission's parsed files in batches (bulk inserts, one transaction each)."""
 
-    def __init__(self, submission: Submission, job: Job) -> None:
+    def __init__(self, submission: Submission, job: Job, analyzer: Analyzer) -> None:
         self.submission = submission
         self.job = job
+        self.analyzer = analyzer
+        self.facts_seen = 0
         self.blobs = BlobWriter()
         self.recordings: list[Recording] = []
         self.interactions: list[tuple[Recording, Interaction]] = []
@@ -172,6 +174,12 @@ class _Store:
 
     def flush(self) -> None:
         """Insert everything queued: blobs first (rows reference them), then recordings."""
+        # The recomputed keys of the files parsed since the last flush.
+        new_facts = self.analyzer.facts[self.facts_seen :]
+        self.facts_seen = len(self.analyzer.facts)
+        recomputed = {f.path: f.recomputed_key for f in new_facts if f.recomputed_key}
+        for rec in self.recordings:
+            rec.recomputed_key = (recomputed.get(rec.path) or "")[:128]
         with transaction.atomic():
             self.blobs.flush()
             Recording.objects.bulk_create(self.recordings, batch_size=_BATCH)
@@ -254,21 +262,6 @@ def _extra_checks(analyzer: Analyzer, submission: Submission) -> list[CheckOutco
     return out
 
 
-def _store_recomputed_keys(submission: Submission, analyzer: Analyzer) -> None:
-    """Keep the recomputed key beside the stored one (the page and the replay probe use it)."""
-    recomputed = {f.path: f.recomputed_key for f in analyzer.facts if f.recomputed_key}
-    if not recomputed:
-        return
-    rows = list(
-        Recording.objects.filter(submission=submission, path__in=list(recomputed)).only(
-            "pk", "path"
-        )
-    )
-    for row in rows:
-        row.recomputed_key = recomputed[row.path][:128]
-    Recording.objects.bulk_update(rows, ["recomputed_key"], batch_size=_BATCH)
-
-
 def _next_jobs(submission: Submission) -> None:
     """Queue what follows analysis (once: a redelivered analysis must not queue twice)."""
     from submissions.jobs import job_create
@@ -289,7 +282,7 @@ def analysis_run(job: Job, progress: Progress) -> Outcome:
     analyzer = Analyzer(tree, analysis_config(submission))
     with transaction.atomic():
         _clear(submission)
-    store = _Store(submission, job)
+    store = _Store(submission, job, analyzer)
     progress.step("parse", 5)
     count = 0
     for report in analyzer.files():
@@ -299,7 +292,6 @@ def analysis_run(job: Job, progress: Progress) -> Outcome:
             progress.step(f"parse ({count} files)", min(60, 5 + count // 200))
     store.flush()
     progress.log(f"parsed {count} recording files")
-    _store_recomputed_keys(submission, analyzer)
 
     progress.step("secrets", 65)
     hits = list(analyzer.secret_hits())
@@ -327,8 +319,15 @@ def analysis_run(job: Job, progress: Progress) -> Outcome:
                 Turn.objects.bulk_create(turns)
                 turns.clear()
     Turn.objects.bulk_create(turns)
-    for path, n in turns_per_recording.items():
-        Recording.objects.filter(submission=submission, path=path).update(turn_count=n)
+    Recording.objects.bulk_update(
+        [
+            Recording(pk=store.by_path[path], turn_count=n)
+            for path, n in turns_per_recording.items()
+            if path in store.by_path
+        ],
+        ["turn_count"],
+        batch_size=_BATCH,
+    )
 
     progress.step("checks", 90)
     outcomes = analyzer.checks() + _extra_checks(analyzer, submission)

@@ -400,6 +400,18 @@ def json_top_keys(text: str) -> tuple[str | None, set[str]]:
     stripped = text.lstrip()
     if not stripped or stripped[0] not in "{[":
         return None, set()
+    # Fast path: a head that is a whole document parses at C speed; a cut head, JSON Lines
+    # ("Extra data") or anything odd falls through to the tolerant tokenizer below.
+    try:
+        whole = json.loads(stripped)
+    except (ValueError, RecursionError):
+        pass
+    else:
+        if isinstance(whole, dict):
+            return "object", {k for k in whole if isinstance(k, str)}
+        if isinstance(whole, list):
+            first = whole[0] if whole else None
+            return "array", set(first) if isinstance(first, dict) else set()
     kind = "object" if stripped[0] == "{" else "array"
     target = 1 if kind == "object" else 2
     depth = 0

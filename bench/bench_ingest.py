@@ -1,0 +1,209 @@
+"""Analyse a generated 10,000-recording submission end to end, against a bare loop.
+
+Baseline, measured in the same run on the same files: read + json.loads + sha256 of every
+recording in a plain loop. Ours: the analysis job (discover, parse, secrets, threads, checks,
+bulk storage in SQLite). Each side runs in its own child process so its peak RSS is its own.
+
+    .venv/bin/python bench/bench_ingest.py [--scale 1.0] [--keep DIR]
+
+Targets: ours ≤ 2.0× the baseline's time; our peak RSS ≤ 300 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+TIME_TARGET = 2.0
+RSS_TARGET_MB = 300.0
+
+
+def _key(request: dict) -> str:
+    volatile = {"user", "request_id", "id", "created"}
+    canon = {k: v for k, v in request.items() if k not in volatile}
+    text = json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def generate(root: Path, count: int, seed: int = 7) -> int:
+    """Write `count` cassette files (~20 KB each, 1 % of 1.5 MB, 5 % duplicates); return bytes."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(2000)]
+    folder = root / "cassettes"
+    folder.mkdir(parents=True)
+    (root / "Makefile").write_text("record:\n\ttrue\ntest:\n\ttrue\ndemo:\n\ttrue\n")
+    (root / "REPLAY.md").write_text("Dropped fields: `user`, `request_id`, `id`, `created`.\n")
+    total = 0
+    previous = None
+    for i in range(count):
+        if previous is not None and rng.random() < 0.05:
+            data = previous
+            name = f"dup-{i:05d}.json"
+        else:
+            size = 1_500_000 if rng.random() < 0.01 else rng.randint(8_000, 24_000)
+            text = " ".join(rng.choice(words) for _ in range(size // 6))
+            request = {
+                "model": "gpt-4o-mini-2024-07-18",
+                "messages": [
+                    {"role": "system", "content": "You triage support tickets."},
+                    {"role": "user", "content": f"ticket {i}: {text[: size // 2]}"},
+                ],
+                "temperature": 0,
+            }
+            response = {
+                "id": f"chatcmpl-{i}",
+                "object": "chat.completion",
+                "model": "gpt-4o-mini-2024-07-18",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text[size // 2 :]},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150},
+            }
+            key = _key(request)
+            data = json.dumps(
+                {
+                    "key": key,
+                    "request": request,
+                    "response": response,
+                    "recorded_at": "2026-11-20T10:00:00Z",
+                    "model": "gpt-4o-mini-2024-07-18",
+                }
+            ).encode()
+            name = f"{key}.json"
+            previous = data
+        (folder / name).write_bytes(data)
+        total += len(data)
+    return total
+
+
+def _baseline(root: Path) -> None:
+    """The bare loop: read, parse and hash every recording."""
+    for path in sorted((root / "cassettes").glob("*.json")):
+        data = path.read_bytes()
+        json.loads(data)
+        hashlib.sha256(data).hexdigest()
+
+
+def _ours(root: Path, data_dir: Path) -> None:
+    """Run the real analysis job on a submission whose tree is `root`."""
+    os.environ["DATA_DIR"] = str(data_dir)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reviewer.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from submissions.intake import tree_path
+    from submissions.jobs import job_execute
+    from submissions.models import Assignment, Candidate, Job, Submission
+
+    assignment = Assignment.objects.create(
+        slug="bench",
+        title="bench",
+        shape="cassette",
+        recording_globs=["cassettes/**/*.json"],
+        volatile_fields=["user", "request_id", "id", "created"],
+        stale_after_days=42,
+        expected_model="gpt-4o-mini-2024-07-18",
+        rubric="cassette",
+    )
+    candidate = Candidate.objects.create(name="bench")
+    submission = Submission.objects.create(
+        candidate=candidate, assignment=assignment, archive="bench.zip", archive_sha256="0" * 64
+    )
+    tree = tree_path(submission)
+    tree.parent.mkdir(parents=True)
+    root.rename(tree)  # the job reads the tree where intake would have put it
+    job = Job.objects.create(submission=submission, kind=Job.Kind.ANALYSIS)
+    try:
+        started = time.perf_counter()
+        state = job_execute(job_id=job.pk)
+        elapsed = time.perf_counter() - started
+    finally:
+        tree.rename(root)
+    job.refresh_from_db()
+    if state != "passed":
+        raise SystemExit(f"analysis ended {state}: {job.error}")
+    print(json.dumps({"seconds": elapsed, "summary": job.log.strip().splitlines()[-1:]}))
+
+
+def _child(mode: str, root: Path, data_dir: Path | None) -> tuple[float, float]:
+    """Run one side in a child process; return (seconds, peak RSS in MB)."""
+    code = [sys.executable, __file__, "--child", mode, "--tree", str(root)]
+    if data_dir is not None:
+        code += ["--data-dir", str(data_dir)]
+    started = time.perf_counter()
+    result = subprocess.run(code, cwd=ROOT, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    if result.returncode != 0:
+        raise SystemExit(f"{mode} failed:\n{result.stderr[-3000:]}")
+    seconds = wall
+    for line in result.stdout.splitlines():
+        if line.startswith("{"):
+            seconds = json.loads(line)["seconds"]
+    rss_mb = float(result.stderr.strip().splitlines()[-1].split()[-1])
+    return seconds, rss_mb
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--keep", type=Path)
+    parser.add_argument("--child", choices=["baseline", "ours"])
+    parser.add_argument("--tree", type=Path)
+    parser.add_argument("--data-dir", type=Path)
+    args = parser.parse_args()
+
+    if args.child:
+        started = time.perf_counter()
+        if args.child == "baseline":
+            _baseline(args.tree)
+            print(json.dumps({"seconds": time.perf_counter() - started}))
+        else:
+            _ours(args.tree, args.data_dir)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"peak_rss_mb {peak:.1f}", file=sys.stderr)
+        return 0
+
+    work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
+    try:
+        tree = args.keep or work / "tree"
+        count = int(10_000 * args.scale)
+        if not (tree / "cassettes").is_dir():
+            size = generate(tree, count)
+        else:
+            size = sum(p.stat().st_size for p in (tree / "cassettes").iterdir())
+        base_s, base_rss = _child("baseline", tree, None)
+        ours_s, ours_rss = _child("ours", tree, work / "data")
+        ratio = ours_s / base_s
+        ok = ratio <= TIME_TARGET and ours_rss <= RSS_TARGET_MB
+        print(
+            f"analyse {count} recordings ({size / 2**20:.0f} MB) | ours {ours_s:.2f} s, "
+            f"{ours_rss:.0f} MB peak | baseline {base_s:.2f} s, {base_rss:.0f} MB | "
+            f"ratio {ratio:.2f}x | target <= {TIME_TARGET}x and <= {RSS_TARGET_MB:.0f} MB | "
+            f"{'OK' if ok else 'MISSED'}"
+        )
+        return 0 if ok else 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
