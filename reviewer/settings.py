@@ -161,6 +161,9 @@ if JOB_TIME_LIMIT <= JOB_SOFT_TIME_LIMIT:
 
 # Outbound requests to candidate stubs refuse loopback/private addresses unless listed here.
 OUTBOUND_ALLOW = env.list("OUTBOUND_ALLOW", [])
+TRACE_MAX_ROWS = env.int("TRACE_MAX_ROWS", 500, minimum=1)
+TRACE_TIMEOUT_SECONDS = env.float("TRACE_TIMEOUT_SECONDS", 5.0)
+TRACE_MAX_BYTES = env.int("TRACE_MAX_BYTES", 1_000_000, minimum=1024)
 
 # Sandbox. Candidate code never runs unsandboxed unless this loudly-named switch is on.
 SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED = env.bool("SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED", False)

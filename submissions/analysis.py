@@ -266,11 +266,14 @@ def _next_jobs(submission: Submission) -> None:
     """Queue what follows analysis (once: a redelivered analysis must not queue twice)."""
     from submissions.jobs import job_create
 
-    if (
-        submission.assignment.replay_command
-        and not submission.jobs.filter(kind=Job.Kind.REPLAY).exists()
-    ):
+    assignment = submission.assignment
+    existing = set(submission.jobs.values_list("kind", flat=True))
+    if assignment.replay_command and Job.Kind.REPLAY not in existing:
         job_create(submission=submission, kind=Job.Kind.REPLAY)
+    has_trace = TraceRow.objects.filter(submission=submission).exists()
+    verifiable = submission.stub_url or assignment.stub_start_command
+    if has_trace and verifiable and Job.Kind.TRACE not in existing:
+        job_create(submission=submission, kind=Job.Kind.TRACE)
 
 
 @handler(Job.Kind.ANALYSIS)

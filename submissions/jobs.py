@@ -58,6 +58,7 @@ HANDLER_MODULES = (
     "submissions.intake",
     "submissions.analysis",
     "submissions.replay",
+    "submissions.trace_job",
     "submissions.selftest",
 )
 

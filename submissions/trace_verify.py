@@ -787,6 +787,57 @@ def redrive(
                 continue
             failures_in_a_row = 0
             rows.append(_compare_redrive(hop, response, pattern, trace_ids))
+    return _redrive_outcome(rows, base_url, path), rows
+
+
+def redrive_requests(hops: list[TraceHop], base_url: str, *, max_rows: int = 500) -> list[dict]:
+    """The stub hops to re-send, in order, as plain requests (for a driver inside a sandbox)."""
+    out = []
+    for hop in stub_hops(hops)[: max(0, max_rows)]:
+        method, url, headers, body = _redrive_request(hop, base_url)
+        out.append(
+            {
+                "line": hop.line,
+                "method": method,
+                "url": url,
+                "headers": headers,
+                "body": body.decode("utf-8", "replace") if body is not None else None,
+            }
+        )
+    return out
+
+
+def judge_redrive(
+    hops: list[TraceHop],
+    answers: list[SafeResponse | str],
+    *,
+    base_url: str,
+    path: str = "replay.jsonl",
+    id_pattern: str = ORDER_ID_PATTERN,
+    max_rows: int = 500,
+) -> tuple[CheckOutcome, list[RowResult]]:
+    """`trace.live_match` (re-drive) from answers gathered elsewhere: a response or an error."""
+    pattern = re.compile(id_pattern)
+    selected = stub_hops(hops)[: max(0, max_rows)]
+    if not selected:
+        reason = "the trace has no stub hop to re-drive"
+        return CheckOutcome(
+            CHECK_LIVE, "skip", reason, [{"message": reason, "mode": "redrive"}]
+        ), []
+    trace_ids = [h.trace_id for h in hops if h.trace_id]
+    rows = []
+    for hop, answer in zip(selected, answers, strict=False):
+        if isinstance(answer, str):
+            rows.append(RowResult(hop.line, hop.trace_id, "unreachable", error=answer))
+        else:
+            rows.append(_compare_redrive(hop, answer, pattern, trace_ids))
+    for hop in selected[len(answers) :]:
+        rows.append(RowResult(hop.line, hop.trace_id, "unreachable", error="not sent"))
+    return _redrive_outcome(rows, base_url, path), rows
+
+
+def _redrive_outcome(rows: list[RowResult], base_url: str, path: str) -> CheckOutcome:
+    """The check from re-driven rows."""
     status, summary = _verdict(rows, "re-driven hops", "the fresh stub")
     summary = "re-drive: " + summary
     head = {
@@ -799,7 +850,7 @@ def redrive(
     }
     ordered = [r for r in rows if r.outcome != "match"] + [r for r in rows if r.outcome == "match"]
     evidence = [head, *(_row_evidence(r, path) for r in ordered)]
-    return CheckOutcome(CHECK_LIVE, status, summary, evidence), rows
+    return CheckOutcome(CHECK_LIVE, status, summary, evidence)
 
 
 def _compare_redrive(

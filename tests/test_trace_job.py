@@ -1,0 +1,160 @@
+"""The trace-verification job: live against a stub URL, or re-driven inside the sandbox."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import yaml
+
+from reviewer.demo import DEMO_DIR, zip_tree
+from submissions import jobs
+from submissions.assignments import assignment_apply, assignment_values
+from submissions.intake import submission_create
+from submissions.jobs import job_execute
+from submissions.models import Candidate, Job, TraceRow
+from submissions.trace_job import trace_hops
+from submissions.trace_verify import redrive
+
+REPOS = DEMO_DIR / "repos"
+
+
+def _values(**overrides) -> dict:
+    data = yaml.safe_load((DEMO_DIR / "assignments" / "shop-trace.yaml").read_text())
+    data["replay_command"] = ""  # only the trace job here
+    data.update(overrides)
+    return assignment_values(data)
+
+
+def _ingest(repo: str, values: dict, stub_url: str = ""):
+    assignment = assignment_apply(values=values)[0]
+    candidate, _ = Candidate.objects.get_or_create(name=f"Trace {repo}")
+    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+        s = submission_create(
+            upload=io.BytesIO(zip_tree(REPOS / repo, repo)),
+            filename=f"{repo}.zip",
+            candidate=candidate,
+            assignment=assignment,
+            stub_url=stub_url,
+        ).submission
+        while job := s.jobs.filter(state=Job.State.QUEUED).order_by("pk").first():
+            job_execute(job_id=job.pk)
+    return s, {c.check_id: c for c in s.checks.all()}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def live_stub(tmp_path: Path):
+    """The demo's good shop stub, started on loopback from a temporary copy."""
+    procs = []
+
+    def start(repo: str) -> str:
+        work = tmp_path / repo
+        shutil.copytree(REPOS / repo, work)
+        port = _free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "shop_stub.py"],
+            cwd=work,
+            env={**os.environ, "PORT": str(port)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        procs.append(proc)
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.django_db
+def test_live_stub_rows_match_and_idempotency_is_probed(live_stub, settings) -> None:
+    settings.OUTBOUND_ALLOW = ["127.0.0.0/8"]
+    url = live_stub("shop-trace-good")
+    # The candidate's harness filled the stub before handing in; do the same here.
+    path = REPOS / "shop-trace-good" / "replay.jsonl"
+    from cassettes_app.formats import parse_path
+
+    redrive(parse_path(str(path)).hops, url, allow=["127.0.0.0/8"])
+    s, checks = _ingest("shop-trace-good", _values(stub_start_command=""), stub_url=url)
+    assert s.jobs.get(kind=Job.Kind.TRACE).state == Job.State.PASSED
+    assert checks["trace.live_match"].status == "pass", checks["trace.live_match"].summary
+    probe = checks["trace.idempotency_enforced"]
+    assert probe.status == "pass", probe.summary
+    assert any("curl" in str(e) for e in probe.evidence)
+    verified = TraceRow.objects.filter(submission=s).exclude(verification=None)
+    assert verified.exists()
+    assert all(r.verification["mode"] == "live" for r in verified)
+
+
+@pytest.mark.django_db
+def test_a_stub_that_lost_its_memory_is_reported_as_restarted(live_stub, settings) -> None:
+    settings.OUTBOUND_ALLOW = ["127.0.0.0/8"]
+    url = live_stub("shop-trace-good")
+    _, checks = _ingest("shop-trace-good", _values(stub_start_command=""), stub_url=url)
+    live = checks["trace.live_match"]
+    assert live.status == "warn"
+    assert "restarted" in live.summary
+
+
+@pytest.mark.django_db
+def test_a_stub_without_the_409_branch_fails_the_probe(live_stub, settings) -> None:
+    settings.OUTBOUND_ALLOW = ["127.0.0.0/8"]
+    url = live_stub("shop-trace-flawed")
+    _, checks = _ingest("shop-trace-flawed", _values(stub_start_command=""), stub_url=url)
+    probe = checks["trace.idempotency_enforced"]
+    assert probe.status == "fail"
+    assert "409" in probe.summary
+
+
+@pytest.mark.django_db
+def test_a_loopback_stub_url_is_refused_without_the_allowlist(settings) -> None:
+    settings.OUTBOUND_ALLOW = []
+    s, checks = _ingest(
+        "shop-trace-good", _values(stub_start_command=""), stub_url="http://127.0.0.1:8080/"
+    )
+    assert checks["trace.live_match"].status == "error"
+    assert "loopback" in checks["trace.live_match"].summary
+    assert s.jobs.get(kind=Job.Kind.TRACE).state == Job.State.ERROR
+
+
+@pytest.mark.sandbox
+@pytest.mark.django_db
+def test_redrive_in_the_sandbox_matches_for_a_correct_stub() -> None:
+    s, checks = _ingest("shop-trace-good", _values())
+    live = checks["trace.live_match"]
+    assert live.status == "pass", (live.summary, live.evidence[:3])
+    assert live.evidence[0]["mode"] == "redrive"
+    assert checks["trace.idempotency_enforced"].status == "skip"
+    path, hops = trace_hops(s)
+    assert path == "replay.jsonl" and hops
+
+
+@pytest.mark.sandbox
+@pytest.mark.django_db
+def test_redrive_in_the_sandbox_finds_the_row_a_flawed_stub_answers_differently() -> None:
+    _, checks = _ingest("shop-trace-flawed", _values())
+    live = checks["trace.live_match"]
+    assert live.status == "fail", live.summary
+    mismatched = [e for e in live.evidence[1:] if e.get("outcome") == "mismatch"]
+    assert mismatched
