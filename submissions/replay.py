@@ -124,6 +124,20 @@ def _slot() -> Iterator[int]:
     raise JobError(f"all {count} sandbox slots are busy")
 
 
+def sandbox_run(command: str | list[str], **kwargs: object) -> sandbox.RunResult:
+    """sandbox.run, waiting out a slot that another process holds for a single short run."""
+    import time
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return sandbox.run(command, **kwargs)  # type: ignore[arg-type]
+        except sandbox.SandboxBusy:
+            if time.monotonic() > deadline:
+                raise JobError("the sandbox slot stayed busy for 60 s") from None
+            time.sleep(0.2)
+
+
 def recording_dirs(globs: list[str]) -> list[str]:
     """The folders the audit hook watches: the fixed prefix of each recording glob."""
     dirs = set()
@@ -176,7 +190,7 @@ def _run(
             # Before any candidate code runs the copy holds no planted links: plain unlink.
             (workspace / subdir / remove).unlink()
         cwd = f"{sandbox.WORK_MOUNT}/{subdir}" if subdir else sandbox.WORK_MOUNT
-        result = sandbox.run(
+        result = sandbox_run(
             command,
             workspace=workspace,
             limits=sandbox_limits(),

@@ -25,6 +25,7 @@ from submissions.replay import (
     _work_parent,
     sandbox_limits,
     sandbox_problems,
+    sandbox_run,
 )
 from submissions.trace_verify import (
     RowResult,
@@ -132,7 +133,7 @@ def redrive_in_sandbox(
     try:
         # Written before any candidate code runs; the driver deletes it once read.
         (workspace / SPEC_NAME).write_text(json.dumps(spec))
-        result = sandbox.run(
+        result = sandbox_run(
             ["python3", "-c", DRIVER, SPEC_NAME, nonce],
             workspace=workspace,
             limits=sandbox_limits(),
