@@ -56,6 +56,11 @@ def demo_users_ensure() -> list[tuple[str, str, str]]:
     user_model = get_user_model()
     for group in (REVIEWERS, HIRING_LEADS):
         Group.objects.get_or_create(name=group)
+    # The read-only demo's anonymous visitors read as this hiring lead (it has no password).
+    viewer, _ = user_model.objects.get_or_create(username="demo-viewer")
+    viewer.set_unusable_password()
+    viewer.save()
+    viewer.groups.add(Group.objects.get(name=HIRING_LEADS))
     for username, password, group in DEMO_USERS:
         user, _ = user_model.objects.get_or_create(username=username)
         user.set_password(password)

@@ -5,10 +5,11 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from reviewer import views
+from reviewer.auth import ThrottledLoginView
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("submissions.urls")),
     path("admin/", admin.site.urls),

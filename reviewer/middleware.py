@@ -1,0 +1,33 @@
+"""Public read-only demo: anyone may read the demo cohort, nobody may write."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.http import HttpRequest, HttpResponse
+from django.template.loader import render_to_string
+
+DEMO_VIEWER = "demo-viewer"
+_SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+
+
+class DemoReadOnlyMiddleware:
+    """With DEMO_MODE on, refuse every write and let anonymous visitors read as a demo viewer."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not settings.DEMO_MODE:
+            return self.get_response(request)
+        if request.method not in _SAFE_METHODS:
+            body = render_to_string("demo_refused.html", request=request)
+            return HttpResponse(body, status=403)
+        if not request.user.is_authenticated:
+            viewer = get_user_model().objects.filter(username=DEMO_VIEWER, is_active=True).first()
+            if viewer is not None:
+                # Not logged in: no session is written; this request alone reads as the viewer.
+                request.user = viewer
+        return self.get_response(request)
