@@ -11,6 +11,9 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("submissions/<int:pk>/", views.submission_detail, name="submission"),
+    path("submissions/<int:pk>/scores/<int:row_id>/", views.score_update, name="score_update"),
+    path("submissions/<int:pk>/review/submit/", views.review_submit_view, name="review_submit"),
     path("", include("submissions.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -1,14 +1,29 @@
-"""The cohorts page (home)."""
+"""Pages of the reviewing domain: cohorts, the submission page with its rubric, scoring."""
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseStopPolling
 
+from reviewer.forms import ScoreForm
+from reviewer.models import RubricRow, Score
+from reviewer.scoring import (
+    ScoreConflict,
+    ScoreRefused,
+    checks_passed,
+    review_get_or_create,
+    review_submit,
+    reviews_visible_to,
+    score_save,
+)
 from submissions.models import Assignment, Submission
+from submissions.views import get_submission_for_user, submission_context
 
 
 @login_required
@@ -31,3 +46,130 @@ def home(request: HttpRequest) -> HttpResponse:
         assignment.submission_count = row.get("submissions", 0)
         assignment.waiting_count = row.get("waiting", 0)
     return render(request, "reviewer/home.html", {"assignments": assignments})
+
+
+def _rubric_context(request: HttpRequest, submission: Submission) -> dict[str, object]:
+    """The rubric pane: the user's own scores as forms, and what others' reviews may show."""
+    review = review_get_or_create(submission=submission, reviewer=request.user)
+    if review is None:
+        return {"review": None}
+    statuses = dict(submission.checks.values_list("check_id", "status"))
+    scores = {s.row_id: s for s in review.scores.all()}
+    rows = []
+    for row in review.rubric.rows.all():
+        rows.append(_row_context(row, scores.get(row.pk), statuses))
+    return {
+        "review": review,
+        "rubric_rows": rows,
+        "visible_reviews": reviews_visible_to(request.user, submission),
+        "check_statuses": statuses,
+    }
+
+
+def _row_context(row: RubricRow, score: Score | None, statuses: dict[str, str]) -> dict:
+    version = score.version if score else 0
+    initial = {
+        "value": "" if score is None or score.value is None else str(score.value),
+        "evidence": score.evidence if score else "",
+        "override_reason": score.override_reason if score else "",
+        "version": version,
+    }
+    passed, missing = checks_passed(row, statuses)
+    return {
+        "row": row,
+        "score": score,
+        "form": ScoreForm(initial=initial, prefix=f"row{row.pk}"),
+        "checks_ok": passed,
+        "checks_missing": missing,
+        "linked": [(cid, statuses.get(cid, "not run")) for cid in row.check_ids],
+    }
+
+
+@login_required
+@require_GET
+def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One submission: header, jobs, checks, recordings, conversations, trace, rubric."""
+    submission = get_submission_for_user(request, pk)
+    context = submission_context(submission)
+    if request.htmx and request.GET.get("panel") == "jobs":
+        response = render(request, "submissions/submission.html#job-panel", context)
+        if not context["jobs_active"]:
+            # 286 tells htmx to stop polling: the jobs have ended.
+            return HttpResponseStopPolling(response.content)
+        return response
+    context.update(_rubric_context(request, submission))
+    return render(request, "submissions/submission.html", context)
+
+
+@login_required
+@require_POST
+def score_update(request: HttpRequest, pk: int, row_id: int) -> HttpResponse:
+    """Autosave one rubric row: an ordinary form, re-rendered as its own partial."""
+    submission = get_submission_for_user(request, pk)
+    review = review_get_or_create(submission=submission, reviewer=request.user)
+    if review is None:
+        raise Http404("this assignment has no rubric")
+    row = get_object_or_404(RubricRow, pk=row_id, template=review.rubric)
+    form = ScoreForm(request.POST, prefix=f"row{row.pk}")
+    statuses = dict(submission.checks.values_list("check_id", "status"))
+    status = 200
+    conflict = None
+    saved = False
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            score_save(
+                review=review,
+                row=row,
+                value=data["value"],
+                evidence=data["evidence"],
+                override_reason=data["override_reason"],
+                expected_version=data["version"],
+            )
+            saved = True
+        except ScoreConflict as exc:
+            conflict = exc
+            status = 409
+        except ScoreRefused as exc:
+            form.add_error(None, str(exc))
+            status = 400
+    else:
+        status = 400
+    if not request.htmx:
+        if saved:
+            messages.success(request, f"Saved: {row.title}")
+        elif conflict:
+            messages.error(request, f"Not saved: {conflict}")
+        else:
+            messages.error(request, "Not saved: " + "; ".join(form.errors.get("__all__", [])))
+        return redirect(f"{submission.get_absolute_url()}#row-{row.pk}")
+    score = Score.objects.filter(review=review, row=row).first()
+    context = _row_context(row, score, statuses)
+    if not saved:
+        context["form"] = form  # keep what was typed, with its errors
+    context.update(
+        {
+            "submission": submission,
+            "review": review,
+            "saved": saved,
+            "conflict": conflict,
+            "now": timezone.now(),
+        }
+    )
+    return render(request, "submissions/submission.html#rubric-row", context, status=status)
+
+
+@login_required
+@require_POST
+def review_submit_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Submit one's review; then others' scores become visible."""
+    submission = get_submission_for_user(request, pk)
+    review = review_get_or_create(submission=submission, reviewer=request.user)
+    if review is None:
+        raise Http404("this assignment has no rubric")
+    try:
+        review_submit(review=review)
+        messages.success(request, "Review submitted.")
+    except ScoreRefused as exc:
+        messages.error(request, str(exc))
+    return redirect(f"{submission.get_absolute_url()}#rubric")

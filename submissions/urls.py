@@ -7,5 +7,4 @@ from submissions import views
 urlpatterns = [
     path("assignments/new/", views.assignment_new, name="assignment_new"),
     path("assignments/<slug:slug>/", views.assignment_detail, name="assignment"),
-    path("submissions/<int:pk>/", views.submission_detail, name="submission"),
 ]

@@ -7,8 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
-from django_htmx.http import HttpResponseStopPolling
+from django.views.decorators.http import require_http_methods
 
 from submissions.assignments import PRESETS, AssignmentError, assignment_apply, assignment_values
 from submissions.forms import AssignmentForm, UploadForm
@@ -16,7 +15,7 @@ from submissions.intake import UploadRejected, submission_create
 from submissions.models import Assignment, Candidate, Job, Submission
 
 
-def _get_submission_for_user(request: HttpRequest, pk: int) -> Submission:
+def get_submission_for_user(request: HttpRequest, pk: int) -> Submission:
     """The submission if this user may see it, else 404 (never 403: no existence leak)."""
     queryset = Submission.objects.visible_to(request.user).select_related(
         "candidate", "assignment", "uploaded_by"
@@ -87,28 +86,13 @@ def assignment_detail(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-@login_required
-@require_GET
-def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """One submission: header, jobs, checks and findings."""
-    submission = _get_submission_for_user(request, pk)
-    context = _submission_context(submission)
-    if request.htmx:
-        response = render(request, "submissions/submission.html#job-panel", context)
-        if not context["jobs_active"]:
-            # 286 tells htmx to stop polling: the jobs have ended.
-            stop = HttpResponseStopPolling(response.content)
-            return stop
-        return response
-    return render(request, "submissions/submission.html", context)
-
-
 _LIST_CAP = 200
 # Failures first, then warnings, errors, passes and skips.
 _CHECK_ORDER = {"fail": 0, "error": 1, "warn": 2, "pass": 3, "skip": 4}
 
 
-def _submission_context(submission: Submission) -> dict[str, object]:
+def submission_context(submission: Submission) -> dict[str, object]:
+    """Everything the submission page shows of a submission itself (no scoring)."""
     jobs = list(submission.jobs.all())
     recordings = submission.recordings.order_by("path", "pk")
     turns = submission.turns.select_related("recording").order_by("thread", "index")

@@ -117,14 +117,14 @@ def test_upload_refuses_empty_file(client, reviewer, assignment) -> None:
 def test_job_panel_polls_while_running_then_stops(client, reviewer, assignment, candidate) -> None:
     s = _submission_for(reviewer, assignment, candidate)
     client.force_login(reviewer)
-    fragment = client.get(s.get_absolute_url(), HTTP_HX_REQUEST="true")
+    fragment = client.get(s.get_absolute_url() + "?panel=jobs", HTTP_HX_REQUEST="true")
     assert fragment.status_code == 200
     assert b"<html" not in fragment.content
     assert b'id="job-panel"' in fragment.content
     assert b"hx-trigger" in fragment.content
     while job := s.jobs.filter(state="queued").first():  # intake, then the analysis it queues
         job_execute(job_id=job.pk)
-    done = client.get(s.get_absolute_url(), HTTP_HX_REQUEST="true")
+    done = client.get(s.get_absolute_url() + "?panel=jobs", HTTP_HX_REQUEST="true")
     assert done.status_code == 286
     assert b"hx-trigger" not in done.content
     assert b"Passed" in done.content

@@ -1,0 +1,16 @@
+"""Forms of the reviewing domain."""
+
+from __future__ import annotations
+
+from django import forms
+
+SCORE_CHOICES = [("", "—"), ("0", "0"), ("1", "1"), ("2", "2"), ("3", "3")]
+
+
+class ScoreForm(forms.Form):
+    value = forms.TypedChoiceField(
+        choices=SCORE_CHOICES, coerce=int, empty_value=None, required=False
+    )
+    evidence = forms.CharField(required=False, max_length=2000)
+    override_reason = forms.CharField(required=False, max_length=2000)
+    version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)

@@ -1,0 +1,137 @@
+"""Scoring: reviews, rubric rows scored 0–3, conflicts, blind visibility."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from reviewer.models import Review, RubricRow, RubricTemplate, Score
+from reviewer.report import weighted_total
+from submissions.models import CheckResult, Submission
+from submissions.roles import is_hiring_lead
+
+
+class ScoreConflict(Exception):
+    """The score changed since the form was loaded; nothing was overwritten."""
+
+    def __init__(self, current: Score, attempted: dict[str, Any]) -> None:
+        super().__init__("this score was changed by another save since you loaded it")
+        self.current = current
+        self.attempted = attempted
+
+
+class ScoreRefused(ValueError):
+    """A score the rules do not allow (e.g. a 3 without passing checks or a reason)."""
+
+
+def rubric_for(submission: Submission) -> RubricTemplate | None:
+    """The assignment's rubric template, if it names one that exists."""
+    return RubricTemplate.objects.filter(slug=submission.assignment.rubric).first()
+
+
+def review_get_or_create(*, submission: Submission, reviewer: Any) -> Review | None:
+    """The reviewer's own review of a submission (None when the assignment has no rubric)."""
+    rubric = rubric_for(submission)
+    if rubric is None:
+        return None
+    review, _ = Review.objects.get_or_create(
+        submission=submission, reviewer=reviewer, defaults={"rubric": rubric}
+    )
+    return review
+
+
+def checks_passed(row: RubricRow, statuses: dict[str, str]) -> tuple[bool, list[str]]:
+    """Whether every check linked to a row passed (skips count as not applicable)."""
+    not_passed = [
+        f"{cid}: {statuses.get(cid, 'not run')}"
+        for cid in row.check_ids
+        if statuses.get(cid) not in ("pass", "skip")
+    ]
+    return not not_passed, not_passed
+
+
+def score_save(
+    *,
+    review: Review,
+    row: RubricRow,
+    value: int | None,
+    evidence: str,
+    override_reason: str,
+    expected_version: int,
+) -> Score:
+    """Save one row's score, refusing a stale version and an unearned 3."""
+    if value is not None and not 0 <= value <= 3:
+        raise ScoreRefused("a score is 0, 1, 2 or 3")
+    if review.state == Review.State.SUBMITTED:
+        raise ScoreRefused("this review was submitted; it can no longer change")
+    if value == 3:
+        statuses = dict(
+            CheckResult.objects.filter(submission=review.submission).values_list(
+                "check_id", "status"
+            )
+        )
+        ok, missing = checks_passed(row, statuses)
+        if not ok and not override_reason.strip():
+            raise ScoreRefused(
+                "a 3 needs every linked check to pass (" + "; ".join(missing) + ") "
+                "or a written override reason"
+            )
+    with transaction.atomic():
+        score, _ = Score.objects.select_for_update().get_or_create(review=review, row=row)
+        if score.version != expected_version:
+            raise ScoreConflict(
+                score,
+                {"value": value, "evidence": evidence, "override_reason": override_reason},
+            )
+        score.value = value
+        score.evidence = evidence.strip()[:2000]
+        score.override_reason = override_reason.strip()[:2000] if value == 3 else ""
+        score.version += 1
+        score.save()
+        Review.objects.filter(pk=review.pk).update(updated=timezone.now())
+    return score
+
+
+def review_submit(*, review: Review) -> Review:
+    """Submit a review once every row is scored; others' scores become visible to its author."""
+    rows = list(review.rubric.rows.all())
+    scored = set(review.scores.exclude(value=None).values_list("row_id", flat=True))
+    missing = [row.title for row in rows if row.pk not in scored]
+    if missing:
+        raise ScoreRefused("score every row before submitting: " + ", ".join(missing))
+    review.state = Review.State.SUBMITTED
+    review.submitted_at = timezone.now()
+    review.save(update_fields=["state", "submitted_at", "updated"])
+    return review
+
+
+@dataclass
+class ReviewView:
+    review: Review
+    scores: dict[int, Score]
+    total: float | None
+
+
+def reviews_visible_to(user: Any, submission: Submission) -> list[ReviewView]:
+    """Blind scoring: others' reviews show only to hiring leads or after submitting one's own."""
+    reviews = list(
+        Review.objects.filter(submission=submission)
+        .select_related("reviewer", "rubric")
+        .prefetch_related("scores__row", "rubric__rows")
+    )
+    own = next((r for r in reviews if r.reviewer_id == getattr(user, "pk", None)), None)
+    see_all = is_hiring_lead(user) or (own is not None and own.state == Review.State.SUBMITTED)
+    out = []
+    for review in reviews:
+        if review is not own and not see_all:
+            continue
+        scores = {s.row_id: s for s in review.scores.all()}
+        rows = review.rubric.rows.all()
+        total = weighted_total(
+            [(r.weight, scores[r.pk].value if r.pk in scores else None) for r in rows]
+        )
+        out.append(ReviewView(review, scores, total))
+    return out

@@ -1,0 +1,179 @@
+"""Rubric scoring: autosave, the rule for a 3, conflicts, blind reviews, submission."""
+
+from __future__ import annotations
+
+import io
+import json
+from unittest import mock
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+
+from reviewer.models import Review, Score
+from submissions import jobs
+from submissions.intake import submission_create
+from submissions.models import CheckResult
+from tests.conftest import make_zip
+
+
+@pytest.fixture
+def submission(reviewer, reviewer2, assignment, candidate):
+    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+        s = submission_create(
+            upload=io.BytesIO(make_zip({"README.md": "x"})),
+            filename="r.zip",
+            candidate=candidate,
+            assignment=assignment,
+            uploaded_by=reviewer,
+        ).submission
+    s.reviewers.add(reviewer2)
+    return s
+
+
+def _rows(client, submission):
+    client.get(submission.get_absolute_url())  # creates the review
+    review = Review.objects.get(submission=submission, reviewer__username=client.user_name)
+    return review, list(review.rubric.rows.all())
+
+
+def _post(client, submission, row, *, value, version, evidence="", override="", htmx=True):
+    prefix = f"row{row.pk}"
+    data = {
+        f"{prefix}-value": "" if value is None else str(value),
+        f"{prefix}-evidence": evidence,
+        f"{prefix}-override_reason": override,
+        f"{prefix}-version": str(version),
+    }
+    extra = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    return client.post(reverse("score_update", args=[submission.pk, row.pk]), data, **extra)
+
+
+@pytest.fixture
+def alice(client, reviewer):
+    client.force_login(reviewer)
+    client.user_name = "alice"
+    return client
+
+
+def test_autosave_returns_the_row_fragment_and_keeps_the_score(alice, submission) -> None:
+    review, rows = _rows(alice, submission)
+    response = _post(alice, submission, rows[1], value=2, version=0, evidence="keys recomputed")
+    assert response.status_code == 200
+    assert b"<html" not in response.content
+    assert f'id="row-{rows[1].pk}"'.encode() in response.content
+    assert b"saved at" in response.content
+    score = Score.objects.get(review=review, row=rows[1])
+    assert (score.value, score.evidence, score.version) == (2, "keys recomputed", 1)
+    page = alice.get(submission.get_absolute_url())
+    assert b"keys recomputed" in page.content
+
+
+def test_a_three_needs_passing_checks_or_an_override(alice, submission) -> None:
+    _, rows = _rows(alice, submission)
+    row = rows[0]  # "Replays offline": replay.offline_pass, replay.no_network_attempts
+    refused = _post(alice, submission, row, value=3, version=0)
+    assert refused.status_code == 400
+    assert b"a 3 needs every linked check to pass" in refused.content
+    assert b"replay.offline_pass: not run" in refused.content
+    assert not Score.objects.filter(row=row, value=3).exists()
+    ok = _post(alice, submission, row, value=3, version=0, override="ran it by hand: exit 0")
+    assert ok.status_code == 200
+    assert Score.objects.get(row=row).override_reason == "ran it by hand: exit 0"
+
+
+def test_a_three_is_allowed_when_linked_checks_passed(alice, submission) -> None:
+    _, rows = _rows(alice, submission)
+    row = rows[0]
+    for cid in row.check_ids:
+        CheckResult.objects.create(submission=submission, check_id=cid, status="pass", summary="ok")
+    assert _post(alice, submission, row, value=3, version=0).status_code == 200
+
+
+def test_a_stale_save_is_a_conflict_showing_both_values(alice, submission) -> None:
+    review, rows = _rows(alice, submission)
+    row = rows[2]
+    assert (
+        _post(alice, submission, row, value=1, version=0, evidence="first tab").status_code == 200
+    )
+    stale = _post(alice, submission, row, value=2, version=0, evidence="second tab")
+    assert stale.status_code == 409
+    assert b"first tab" in stale.content and b"second tab" in stale.content
+    score = Score.objects.get(review=review, row=row)
+    assert (score.value, score.evidence) == (1, "first tab")  # never silently overwritten
+
+
+def test_without_javascript_a_save_redirects_back_with_a_message(alice, submission) -> None:
+    _, rows = _rows(alice, submission)
+    response = _post(alice, submission, rows[1], value=1, version=0, htmx=False)
+    assert response.status_code == 302
+    page = alice.get(response.url)
+    assert b"Saved: " in page.content
+
+
+def test_blind_scoring_until_one_submits_and_leads_see_all(
+    client, reviewer, reviewer2, lead, submission
+) -> None:
+    client.force_login(reviewer)
+    client.user_name = "alice"
+    _, rows = _rows(client, submission)
+    for row in rows:
+        _post(client, submission, row, value=2, version=0, evidence=f"alice-{row.pk}")
+    client.force_login(reviewer2)
+    page = client.get(submission.get_absolute_url())
+    assert f"alice-{rows[0].pk}".encode() not in page.content
+    assert b"once you submit your own review" in page.content
+    client.force_login(lead)
+    assert b">alice<" in client.get(submission.get_absolute_url()).content
+    # Bob scores and submits: now he sees Alice's review.
+    client.force_login(reviewer2)
+    client.user_name = "bob"
+    bob_review, bob_rows = _rows(client, submission)
+    for row in bob_rows:
+        _post(client, submission, row, value=1, version=0)
+    client.post(reverse("review_submit", args=[submission.pk]))
+    bob_review.refresh_from_db()
+    assert bob_review.state == "submitted"
+    page = client.get(submission.get_absolute_url())
+    assert b">alice<" in page.content
+
+
+def test_submitting_needs_every_row_scored(alice, submission) -> None:
+    review, rows = _rows(alice, submission)
+    _post(alice, submission, rows[0], value=1, version=0)
+    response = alice.post(reverse("review_submit", args=[submission.pk]))
+    review.refresh_from_db()
+    assert review.state == "draft"
+    assert b"score every row" in alice.get(response.url).content
+
+
+def test_another_reviewers_submission_cannot_be_scored(client, reviewer, lead, assignment) -> None:
+    from submissions.models import Candidate
+
+    other = Candidate.objects.create(name="Other")
+    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+        s = submission_create(
+            upload=io.BytesIO(make_zip({"a": "b"})),
+            filename="o.zip",
+            candidate=other,
+            assignment=assignment,
+            uploaded_by=lead,
+        ).submission
+    client.force_login(reviewer)
+    from reviewer.models import RubricRow
+
+    row = RubricRow.objects.filter(template__slug="cassette").first()
+    response = client.post(reverse("score_update", args=[s.pk, row.pk]), {})
+    assert response.status_code == 404
+
+
+def test_report_includes_scores_and_weighted_total(alice, submission, capsys) -> None:
+    _, rows = _rows(alice, submission)
+    for row in rows:
+        _post(alice, submission, row, value=3, version=0, override="checked by hand")
+    call_command("report", str(submission.pk))
+    report = json.loads(capsys.readouterr().out)
+    review = report["scores"]["reviews"][0]
+    assert review["reviewer"] == "alice"
+    assert review["total"] == 100.0
+    assert set(review["rows"]) == {row.title for row in rows}
