@@ -19,11 +19,12 @@ def _reconcile_at_start(**_: object) -> None:
     """Jobs orphaned while no worker ran are picked up as soon as one starts."""
     import logging
 
-    from submissions.jobs import jobs_reconcile
+    from submissions.jobs import jobs_reconcile, worker_seen_now
     from submissions.replay import sandbox_problems
 
     problems = sandbox_problems()
     if problems:
         # Replay jobs will end `error` with this cause; say it once, loudly, at start.
         logging.getLogger(__name__).error("sandbox unavailable: %s", "; ".join(problems))
+    worker_seen_now()
     jobs_reconcile()

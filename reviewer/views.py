@@ -11,7 +11,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from reviewer.comparison import chart_bars, comparison_csv, comparison_rows
 from reviewer.forms import ScoreForm
+from reviewer.health import queue_health
 from reviewer.models import RubricRow, Score
 from reviewer.scoring import (
     ScoreConflict,
@@ -23,6 +25,7 @@ from reviewer.scoring import (
     score_save,
 )
 from submissions.models import Assignment, Submission
+from submissions.roles import is_hiring_lead
 from submissions.views import get_submission_for_user, submission_context
 
 
@@ -45,7 +48,9 @@ def home(request: HttpRequest) -> HttpResponse:
         assignment.candidate_count = row.get("candidates", 0)
         assignment.submission_count = row.get("submissions", 0)
         assignment.waiting_count = row.get("waiting", 0)
-    return render(request, "reviewer/home.html", {"assignments": assignments})
+    return render(
+        request, "reviewer/home.html", {"assignments": assignments, "health": queue_health()}
+    )
 
 
 def _rubric_context(request: HttpRequest, submission: Submission) -> dict[str, object]:
@@ -173,3 +178,31 @@ def review_submit_view(request: HttpRequest, pk: int) -> HttpResponse:
     except ScoreRefused as exc:
         messages.error(request, str(exc))
     return redirect(f"{submission.get_absolute_url()}#rubric")
+
+
+@login_required
+@require_GET
+def comparison(request: HttpRequest, slug: str) -> HttpResponse:
+    """Hiring leads: candidates × rubric rows, totals, reviewer spread, CSV and a chart."""
+    if not is_hiring_lead(request.user):
+        raise Http404("only hiring leads compare candidates")
+    assignment = get_object_or_404(Assignment, slug=slug)
+    sort = request.GET.get("sort", "total")
+    rubric_rows, rows = comparison_rows(assignment, sort=sort)
+    if request.GET.get("format") == "csv":
+        response = HttpResponse(comparison_csv(rubric_rows, rows), content_type="text/csv")
+        response["Content-Disposition"] = f'attachment; filename="{assignment.slug}-comparison.csv"'
+        return response
+    bars = chart_bars(rows)
+    return render(
+        request,
+        "reviewer/comparison.html",
+        {
+            "assignment": assignment,
+            "rubric_rows": rubric_rows,
+            "rows": rows,
+            "sort": sort,
+            "bars": bars,
+            "chart_height": max(30, len(bars) * 28),
+        },
+    )

@@ -324,6 +324,24 @@ def jobs_reconcile(*, now: timezone.datetime | None = None) -> dict[str, int]:
     return counts
 
 
+WORKER_SEEN_KEY = "cr:worker-seen"
+
+
+def worker_seen_at() -> float | None:
+    """When a worker last showed life (a POSIX timestamp), if ever."""
+    from django.core.cache import cache
+
+    seen = cache.get(WORKER_SEEN_KEY)
+    return None if seen is None else float(seen)
+
+
+def worker_seen_now() -> None:
+    """Note that a worker is alive (its beat runs the reconciler every 30 s)."""
+    from django.core.cache import cache
+
+    cache.set(WORKER_SEEN_KEY, timezone.now().timestamp(), 24 * 3600)
+
+
 def _settle(submission_id: int) -> None:
     from submissions.intake import submission_settle
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from submissions.jobs import job_execute, jobs_reconcile
+from submissions.jobs import job_execute, jobs_reconcile, worker_seen_now
 
 
 @shared_task(name="submissions.tasks.run_job")
@@ -16,4 +16,5 @@ def run_job(job_id: int) -> str | None:
 @shared_task(name="submissions.tasks.reconcile")
 def reconcile() -> dict[str, int]:
     """Re-enqueue jobs the broker lost and end or rescue those whose worker died."""
+    worker_seen_now()
     return jobs_reconcile()

@@ -80,3 +80,18 @@ def test_check_deploy_reports_nothing_with_production_settings(tmp_path) -> None
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_home_shows_queue_health(client, reviewer, settings) -> None:
+    from django.core.cache import cache
+
+    from submissions.jobs import worker_seen_now
+
+    cache.set("cr:broker-ok", False, 15)
+    client.force_login(reviewer)
+    page = client.get(reverse("home")).content
+    assert b"broker unreachable" in page and b"no worker seen yet" in page
+    worker_seen_now()
+    cache.set("cr:broker-ok", True, 15)
+    page = client.get(reverse("home")).content
+    assert b"broker reachable" in page and b"worker seen 0 s ago" in page

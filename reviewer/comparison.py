@@ -1,0 +1,148 @@
+"""The hiring lead's comparison of one assignment's candidates."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from dataclasses import dataclass, field
+from statistics import mean
+
+from reviewer.models import RubricRow, RubricTemplate, Score
+from reviewer.report import weighted_total
+from submissions.models import Assignment, CheckResult, Submission
+
+CHECK_GROUPS = ("replay", "cassettes", "trace", "service", "ledger", "docs")
+
+
+@dataclass
+class RowCell:
+    values: list[int]
+
+    @property
+    def mean(self) -> float | None:
+        return round(mean(self.values), 2) if self.values else None
+
+    @property
+    def spread(self) -> int:
+        return max(self.values) - min(self.values) if len(self.values) > 1 else 0
+
+
+@dataclass
+class CandidateRow:
+    submission: Submission
+    cells: list[RowCell]
+    totals: list[float]
+    reviewers: list[str]
+    checks: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float | None:
+        return round(mean(self.totals), 1) if self.totals else None
+
+    @property
+    def name(self) -> str:
+        return self.submission.candidate.name
+
+
+def comparison_rows(
+    assignment: Assignment, *, sort: str = "total"
+) -> tuple[list[RubricRow], list[CandidateRow]]:
+    """One row per candidate (their latest submission), with per-row scores across reviews."""
+    template = RubricTemplate.objects.filter(slug=assignment.rubric).first()
+    rubric_rows = list(template.rows.all()) if template else []
+    latest: dict[int, Submission] = {}
+    for s in (
+        Submission.objects.filter(assignment=assignment)
+        .exclude(status=Submission.Status.REJECTED)
+        .select_related("candidate")
+        .order_by("candidate_id", "-created")
+    ):
+        latest.setdefault(s.candidate_id, s)
+    ids = [s.pk for s in latest.values()]
+    by_review: dict[int, dict[int, int | None]] = defaultdict(dict)
+    review_of: dict[int, tuple[int, str]] = {}
+    for score in Score.objects.filter(review__submission_id__in=ids).select_related(
+        "review__reviewer"
+    ):
+        by_review[score.review_id][score.row_id] = score.value
+        review_of[score.review_id] = (
+            score.review.submission_id,
+            score.review.reviewer.get_username(),
+        )
+    checks: dict[int, dict[str, dict[str, int]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(int))
+    )
+    for sid, cid, status in CheckResult.objects.filter(submission_id__in=ids).values_list(
+        "submission_id", "check_id", "status"
+    ):
+        checks[sid][cid.split(".", 1)[0]][status] += 1
+    reviews_of: dict[int, list[int]] = defaultdict(list)
+    for rid, (sid, _) in review_of.items():
+        reviews_of[sid].append(rid)
+    out = []
+    for s in latest.values():
+        reviews = reviews_of[s.pk]
+        cells = []
+        for row in rubric_rows:
+            values = [by_review[r][row.pk] for r in reviews if by_review[r].get(row.pk) is not None]
+            cells.append(RowCell(values))
+        totals = []
+        for r in reviews:
+            total = weighted_total([(row.weight, by_review[r].get(row.pk)) for row in rubric_rows])
+            if total is not None:
+                totals.append(total)
+        out.append(
+            CandidateRow(
+                submission=s,
+                cells=cells,
+                totals=totals,
+                reviewers=sorted(review_of[r][1] for r in reviews),
+                checks={g: dict(v) for g, v in checks[s.pk].items()},
+            )
+        )
+    if sort == "name":
+        out.sort(key=lambda c: c.name.lower())
+    else:
+        out.sort(key=lambda c: (c.total is None, -(c.total or 0), c.name.lower()))
+    return rubric_rows, out
+
+
+def comparison_csv(rubric_rows: list[RubricRow], rows: list[CandidateRow]) -> str:
+    """The comparison as CSV: candidate, each row's mean and spread, total, reviewers."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    header = ["candidate", "submission"]
+    for row in rubric_rows:
+        header += [f"{row.title} (mean)", f"{row.title} (spread)"]
+    header += ["weighted total", "reviews", "reviewers"]
+    writer.writerow(header)
+    for c in rows:
+        line = [_csv_safe(c.name), c.submission.pk]
+        for cell in c.cells:
+            line += ["" if cell.mean is None else cell.mean, cell.spread]
+        line += ["" if c.total is None else c.total, len(c.totals), " ".join(c.reviewers)]
+        writer.writerow(line)
+    return buffer.getvalue()
+
+
+def _csv_safe(text: str) -> str:
+    """Neutralise spreadsheet formulas in names that came from uploads."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def chart_bars(rows: list[CandidateRow], width: int = 600, bar: int = 22) -> list[dict]:
+    """Bar geometry for the inline SVG chart of weighted totals (out of 100)."""
+    bars = []
+    for i, c in enumerate(rows):
+        total = c.total or 0
+        bars.append(
+            {
+                "y": i * (bar + 6),
+                "width": round(total / 100 * (width - 180), 1),
+                "label": c.name,
+                "total": c.total,
+                "text_y": i * (bar + 6) + bar - 6,
+            }
+        )
+    return bars

@@ -1,0 +1,31 @@
+"""The queue health line of the cohorts page."""
+
+from __future__ import annotations
+
+from django.core.cache import cache
+from django.utils import timezone
+
+from reviewer.celery import app
+from submissions.jobs import worker_seen_at
+
+BROKER_OK_KEY = "cr:broker-ok"
+
+
+def queue_health() -> dict[str, object]:
+    """Worker seen in the last minute, and whether the broker answers (cached for 15 s)."""
+    seen = worker_seen_at()
+    age = None if seen is None else timezone.now().timestamp() - seen
+    reachable = cache.get(BROKER_OK_KEY)
+    if reachable is None:
+        try:
+            with app.connection_for_write() as conn:
+                conn.ensure_connection(max_retries=0, timeout=1)
+            reachable = True
+        except Exception:  # any failure reads as "not reachable" on the health line
+            reachable = False
+        cache.set(BROKER_OK_KEY, reachable, 15)
+    return {
+        "worker_seen_s": None if age is None else int(age),
+        "worker_ok": age is not None and age < 60,
+        "broker_ok": reachable,
+    }

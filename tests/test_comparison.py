@@ -1,0 +1,135 @@
+"""The hiring lead's comparison: totals, reviewer spread, CSV, chart, constant queries."""
+
+from __future__ import annotations
+
+import io
+from unittest import mock
+
+import pytest
+from django.contrib.auth.models import User
+from django.urls import reverse
+
+from reviewer.models import Review, RubricTemplate, Score
+from submissions import jobs
+from submissions.intake import submission_create
+from submissions.models import Candidate
+from tests.conftest import make_zip
+
+
+def _cohort(assignment, reviewers, n: int, scores=(3, 1), prefix: str = "Candidate") -> list:
+    rubric = RubricTemplate.objects.get(slug="cassette")
+    rows = list(rubric.rows.all())
+    out = []
+    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+        for i in range(n):
+            candidate = Candidate.objects.create(name=f"{prefix} {i:03d}")
+            s = submission_create(
+                upload=io.BytesIO(make_zip({"n": str(i)})),
+                filename="c.zip",
+                candidate=candidate,
+                assignment=assignment,
+            ).submission
+            for reviewer, value in zip(reviewers, scores, strict=False):
+                review = Review.objects.create(submission=s, reviewer=reviewer, rubric=rubric)
+                Score.objects.bulk_create(
+                    [Score(review=review, row=row, value=value) for row in rows]
+                )
+            out.append(s)
+    return out
+
+
+def test_reviewers_cannot_open_the_comparison(client, reviewer, assignment) -> None:
+    client.force_login(reviewer)
+    assert client.get(reverse("comparison", args=[assignment.slug])).status_code == 404
+
+
+def test_comparison_shows_totals_and_highlights_a_spread_of_two(
+    client, lead, reviewer, reviewer2, assignment
+) -> None:
+    _cohort(assignment, [reviewer, reviewer2], 2, scores=(3, 1))
+    client.force_login(lead)
+    page = client.get(reverse("comparison", args=[assignment.slug]))
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "Candidate 000" in body and "Candidate 001" in body
+    assert 'class="spread"' in body and "±2" in body
+    assert "<svg" in body and "<rect" in body
+    # (100 + 33.3) / 2 reviewers
+    assert "66.7" in body
+
+
+def test_comparison_csv_export(client, lead, reviewer, assignment) -> None:
+    _cohort(assignment, [reviewer], 2, scores=(2,))
+    Candidate.objects.filter(name="Candidate 001").update(name="=HYPERLINK(1)")
+    client.force_login(lead)
+    response = client.get(reverse("comparison", args=[assignment.slug]) + "?format=csv")
+    assert response["Content-Type"].startswith("text/csv")
+    lines = response.content.decode().splitlines()
+    assert lines[0].startswith("candidate,submission,Replays offline (mean)")
+    assert len(lines) == 3
+    assert any(line.startswith("'=HYPERLINK(1)") for line in lines)  # no formula injection
+    assert all(",66.7," in line for line in lines[1:])
+
+
+def test_comparison_sorts_by_total_then_name(client, lead, reviewer, assignment) -> None:
+    subs = _cohort(assignment, [reviewer], 3, scores=(1,))
+    Score.objects.filter(review__submission=subs[2]).update(value=3)
+    client.force_login(lead)
+    body = client.get(reverse("comparison", args=[assignment.slug])).content.decode()
+    assert body.index("Candidate 002") < body.index("Candidate 000")
+    by_name = client.get(reverse("comparison", args=[assignment.slug]) + "?sort=name")
+    text = by_name.content.decode()
+    assert text.index("Candidate 000") < text.index("Candidate 002")
+
+
+@pytest.mark.parametrize("n", [3, 30])
+def test_comparison_query_count_does_not_grow_with_candidates(
+    client, lead, reviewer, reviewer2, assignment, n, django_assert_max_num_queries
+) -> None:
+    _cohort(assignment, [reviewer, reviewer2], n)
+    client.force_login(lead)
+    User.objects.get(pk=lead.pk)
+    with django_assert_max_num_queries(12):
+        assert client.get(reverse("comparison", args=[assignment.slug])).status_code == 200
+
+
+def _queries(client, url: str) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get(url).status_code == 200
+    return len(ctx.captured_queries)
+
+
+def test_submission_and_assignment_pages_query_count_is_flat(client, lead, assignment) -> None:
+    from submissions.models import Recording, TraceRow, Turn
+
+    def grow(submission, n: int) -> None:
+        recs = Recording.objects.bulk_create(
+            [
+                Recording(submission=submission, path=f"cassettes/{i}.json", format="cassette_json")
+                for i in range(n)
+            ]
+        )
+        TraceRow.objects.bulk_create(
+            [
+                TraceRow(submission=submission, recording=recs[0], line=i, url="/orders")
+                for i in range(n)
+            ]
+        )
+        Turn.objects.bulk_create(
+            [Turn(submission=submission, thread=0, index=i, recording=recs[i]) for i in range(n)]
+        )
+
+    small, big = _cohort(assignment, [], 2)
+    grow(small, 3)
+    grow(big, 300)
+    client.force_login(lead)
+    _queries(client, small.get_absolute_url())  # warm: creates the lead's review
+    _queries(client, big.get_absolute_url())
+    assert _queries(client, small.get_absolute_url()) == _queries(client, big.get_absolute_url())
+    url = assignment.get_absolute_url()
+    few = _queries(client, url)
+    _cohort(assignment, [], 20, prefix="More")
+    assert _queries(client, url) == few
