@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
@@ -12,7 +14,7 @@ from django.views.decorators.http import require_http_methods
 from submissions.assignments import PRESETS, AssignmentError, assignment_apply, assignment_values
 from submissions.forms import AssignmentForm, UploadForm
 from submissions.intake import UploadRejected, submission_create
-from submissions.models import Assignment, Candidate, Job, Submission
+from submissions.models import Assignment, Candidate, CheckResult, Job, Recording, Submission
 
 
 def get_submission_for_user(request: HttpRequest, pk: int) -> Submission:
@@ -91,6 +93,47 @@ _LIST_CAP = 200
 _CHECK_ORDER = {"fail": 0, "error": 1, "warn": 2, "pass": 3, "skip": 4}
 
 
+def stale_warnings(submission: Submission, checks: list[CheckResult]) -> list[str]:
+    """Banner lines: stale, undated, other-model and never-read recordings (one query)."""
+    assignment = submission.assignment
+    cutoff = submission.created - timedelta(days=assignment.stale_after_days)
+    recs = Recording.objects.filter(submission=submission, role=Recording.Role.RECORDING)
+    other_model = Q(pk__in=[])
+    if assignment.expected_model:
+        other_model = ~Q(model="") & ~Q(model__startswith=assignment.expected_model.split("-20")[0])
+    counts = recs.aggregate(
+        stale=Count("pk", filter=Q(recorded_at__lt=cutoff)),
+        future=Count("pk", filter=Q(recorded_at__gt=submission.created)),
+        undated=Count("pk", filter=Q(recorded_at=None)),
+        other=Count("pk", filter=other_model),
+        unread=Count("pk", filter=Q(used=False)),
+    )
+    lines = []
+    if counts["stale"]:
+        lines.append(
+            f"{counts['stale']} recording(s) older than {assignment.stale_after_days} days"
+        )
+    if counts["future"]:
+        lines.append(f"{counts['future']} recording(s) dated after the upload")
+    if counts["undated"]:
+        lines.append(f"{counts['undated']} recording(s) of unknown age (no recording time)")
+    if counts["other"]:
+        lines.append(
+            f"{counts['other']} recording(s) of another model than {assignment.expected_model}"
+        )
+    if counts["unread"]:
+        lines.append(f"{counts['unread']} recording(s) never read by the suite")
+    return lines
+
+
+def _secret_paths(checks: list[CheckResult]) -> set[str]:
+    """Paths that hold a leaked credential, from the no_secrets check's evidence."""
+    for check in checks:
+        if check.check_id == "cassettes.no_secrets" and check.status == "fail":
+            return {e.get("path") for e in check.evidence if isinstance(e, dict) and e.get("path")}
+    return set()
+
+
 def submission_context(submission: Submission) -> dict[str, object]:
     """Everything the submission page shows of a submission itself (no scoring)."""
     jobs = list(submission.jobs.all())
@@ -100,7 +143,12 @@ def submission_context(submission: Submission) -> dict[str, object]:
     checks = sorted(
         submission.checks.all(), key=lambda c: (_CHECK_ORDER.get(c.status, 9), c.check_id)
     )
+    cutoff = submission.created - timedelta(days=submission.assignment.stale_after_days)
     return {
+        "stale_warnings": stale_warnings(submission, checks),
+        "secret_paths": _secret_paths(checks),
+        "stale_cutoff": cutoff,
+        "logs": [job for job in jobs if job.log],
         "recordings": list(recordings[:_LIST_CAP]),
         "recording_count": recordings.count(),
         "turns": list(turns[:_LIST_CAP]),

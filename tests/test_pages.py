@@ -162,3 +162,94 @@ def test_assignment_form_creates_from_preset(client, reviewer) -> None:
 def test_logout_is_post_only(client, reviewer) -> None:
     client.force_login(reviewer)
     assert client.get(reverse("logout")).status_code == 405
+
+
+def test_stale_banner_and_recording_badges(client, reviewer, assignment, candidate) -> None:
+    import datetime as dt
+
+    from submissions.models import CheckResult, Recording
+
+    s = _submission_for(reviewer, assignment, candidate)
+    assignment.expected_model = "gpt-4o-mini-2024-07-18"
+    assignment.save()
+    old = s.created - dt.timedelta(days=100)
+    Recording.objects.create(
+        submission=s,
+        path="cassettes/old.json",
+        format="cassette_json",
+        recorded_at=old,
+        model="gpt-4o-mini-2024-07-18",
+        used=True,
+    )
+    Recording.objects.create(
+        submission=s,
+        path="cassettes/undated.yaml",
+        format="vcr",
+        model="gpt-4o-2024-05-13",
+        used=False,
+    )
+    CheckResult.objects.create(
+        submission=s,
+        check_id="cassettes.no_secrets",
+        status="fail",
+        summary="1 credential",
+        evidence=[{"path": "cassettes/undated.yaml", "message": "sk-p…(51 chars, #abcd1234)"}],
+    )
+    client.force_login(reviewer)
+    page = client.get(s.get_absolute_url()).content.decode()
+    assert "Recording warnings:" in page
+    assert "1 recording(s) older than 42 days" in page
+    assert "1 recording(s) of unknown age" in page
+    assert "of another model than gpt-4o-mini-2024-07-18" in page
+    assert "1 recording(s) never read by the suite" in page
+    assert 'status-fail">secret' in page and 'status-warn">stale' in page
+
+
+def test_no_banner_for_fresh_recordings(client, reviewer, assignment, candidate) -> None:
+    from submissions.models import Recording
+
+    s = _submission_for(reviewer, assignment, candidate)
+    Recording.objects.create(
+        submission=s,
+        path="c/new.json",
+        format="cassette_json",
+        recorded_at=s.created,
+        model="m",
+        used=True,
+    )
+    client.force_login(reviewer)
+    assert b"Recording warnings" not in client.get(s.get_absolute_url()).content
+
+
+def test_candidate_content_in_recordings_is_escaped(
+    client, reviewer, assignment, candidate
+) -> None:
+    from submissions.models import Recording, Turn
+
+    s = _submission_for(reviewer, assignment, candidate)
+    rec = Recording.objects.create(
+        submission=s,
+        path='<img src=x onerror="alert(1)">.json',
+        format="cassette_json",
+        model="<script>alert(2)</script>",
+    )
+    Turn.objects.create(
+        submission=s,
+        thread=0,
+        index=0,
+        recording=rec,
+        new_messages=[
+            {
+                "role": "user",
+                "text": '<a href="javascript:alert(3)">click</a>',
+                "tool_calls": [],
+                "tool_results": [],
+            }
+        ],
+    )
+    client.force_login(reviewer)
+    page = client.get(s.get_absolute_url()).content.decode()
+    assert "<script>alert(2)" not in page
+    assert 'onerror="alert(1)"' not in page
+    assert 'href="javascript:alert(3)"' not in page
+    assert "&lt;script&gt;alert(2)" in page
