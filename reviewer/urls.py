@@ -14,6 +14,7 @@ urlpatterns = [
     path("submissions/<int:pk>/", views.submission_detail, name="submission"),
     path("submissions/<int:pk>/scores/<int:row_id>/", views.score_update, name="score_update"),
     path("submissions/<int:pk>/review/submit/", views.review_submit_view, name="review_submit"),
+    path("submissions/<int:pk>/diff/", views.turn_diff, name="turn_diff"),
     path("assignments/<slug:slug>/compare/", views.comparison, name="comparison"),
     path("", include("submissions.urls")),
     path("admin/", admin.site.urls),

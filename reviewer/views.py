@@ -8,9 +8,11 @@ from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from cassettes_app.diff import FOLD_AT, diff_turns, render_segments
 from reviewer.comparison import chart_bars, comparison_csv, comparison_rows
 from reviewer.forms import ScoreForm
 from reviewer.health import queue_health
@@ -206,3 +208,65 @@ def comparison(request: HttpRequest, slug: str) -> HttpResponse:
             "chart_height": max(30, len(bars) * 28),
         },
     )
+
+
+def _thread_turns(submission: Submission, thread: int) -> list[dict]:
+    turns = submission.turns.filter(thread=thread).order_by("index")
+    return [{"new_messages": t.new_messages, "response": t.response} for t in turns[:1000]]
+
+
+@login_required
+@require_GET
+def turn_diff(request: HttpRequest, pk: int) -> HttpResponse:
+    """Per-turn diff: this submission's conversation against another's, or replay run 1 vs 2."""
+    submission = get_submission_for_user(request, pk)
+    full = request.GET.get("full") == "1"
+    context: dict[str, object] = {"submission": submission, "full": full}
+    replay = submission.checks.filter(check_id="replay.byte_identical").first()
+    context["replay_diffs"] = [
+        e for e in (replay.evidence if replay else []) if isinstance(e, dict) and e.get("diff")
+    ]
+    others = (
+        Submission.objects.visible_to(request.user)
+        .filter(assignment=submission.assignment)
+        .exclude(pk=submission.pk)
+        .select_related("candidate")
+    )
+    context["others"] = others
+    against_id = request.GET.get("against", "")
+    if against_id.isdigit():
+        other = get_object_or_404(others, pk=int(against_id))
+        thread = _int_param(request, "thread")
+        other_thread = _int_param(request, "other_thread")
+        rows, first = diff_turns(
+            _thread_turns(submission, thread), _thread_turns(other, other_thread)
+        )
+        fold_at = 10**9 if full else FOLD_AT
+        rendered = []
+        for row in rows:
+            left, left_folded = render_segments(row.left_segments, fold_at=fold_at)
+            right, right_folded = render_segments(row.right_segments, fold_at=fold_at)
+            # render_segments escapes every piece of candidate text before adding <del>/<ins>.
+            rendered.append(
+                {
+                    "row": row,
+                    "left": mark_safe(left),  # noqa: S308
+                    "right": mark_safe(right),  # noqa: S308
+                    "folded": left_folded or right_folded,
+                }
+            )
+        context.update(
+            {
+                "other": other,
+                "rows": rendered,
+                "first": first,
+                "thread": thread,
+                "other_thread": other_thread,
+            }
+        )
+    return render(request, "reviewer/diff.html", context)
+
+
+def _int_param(request: HttpRequest, name: str) -> int:
+    value = request.GET.get(name, "0")
+    return int(value) if value.isdigit() else 0

@@ -1,0 +1,111 @@
+"""Per-turn diffs: alignment, first divergence, word marks, tool calls, escaping, the page."""
+
+from __future__ import annotations
+
+import io
+from unittest import mock
+
+from django.urls import reverse
+
+from cassettes_app.diff import diff_turns, render_segments, word_diff
+from submissions import jobs
+from submissions.intake import submission_create
+from submissions.models import Candidate, Turn
+from tests.conftest import make_zip
+
+
+def _turn(user: str, answer: str, calls=()) -> dict:
+    return {
+        "new_messages": [{"role": "user", "text": user, "tool_calls": [], "tool_results": []}],
+        "response": {
+            "role": "assistant",
+            "text": answer,
+            "tool_calls": [{"name": n, "arguments": a} for n, a in calls],
+        },
+    }
+
+
+def test_word_diff_marks_only_the_changed_words() -> None:
+    left, right = word_diff("the cat sat on the mat", "the dog sat on the mat")
+    assert [s.kind for s in left] == ["same", "del", "same"]
+    assert [s.text for s in right if s.kind == "add"] == ["dog"]
+
+
+def test_first_diverging_turn_and_tool_argument_changes() -> None:
+    a = [_turn("hi", "hello"), _turn("order", "ok", [("create_order", {"sku": "A-1", "qty": 1})])]
+    b = [_turn("hi", "hello"), _turn("order", "ok", [("create_order", {"sku": "A-1", "qty": 2})])]
+    rows, first = diff_turns(a, b)
+    assert first == 1
+    assert not rows[0].changed and rows[1].changed
+    assert rows[1].tool_changes == [
+        'create_order: arguments {"qty": 1, "sku": "A-1"} → {"qty": 2, "sku": "A-1"}'
+    ]
+
+
+def test_extra_turns_on_one_side_diverge() -> None:
+    rows, first = diff_turns([_turn("a", "b")], [_turn("a", "b"), _turn("c", "d")])
+    assert first == 1 and rows[1].left is None
+
+
+def test_identical_conversations_have_no_divergence() -> None:
+    turns = [_turn("a", "b"), _turn("c", "d")]
+    assert diff_turns(turns, list(turns))[1] is None
+
+
+def test_rendering_escapes_candidate_text_and_folds_long_text() -> None:
+    left, _ = word_diff("<script>alert(1)</script> x", "<script>alert(1)</script> y")
+    html, _ = render_segments(left)
+    assert "<script>" not in html and "&lt;script&gt;" in html and "<del>x</del>" in html
+    long_segments, _ = word_diff("word " * 2000, "word " * 2000)
+    html, folded = render_segments(long_segments, fold_at=100)
+    assert folded and len(html) < 200
+
+
+def test_diff_page_aligns_two_submissions(client, reviewer, assignment) -> None:
+    subs = []
+    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+        for name, answer in (("Ann", "ord_1 created"), ("Ben", "<b>ord_2</b> created")):
+            s = submission_create(
+                upload=io.BytesIO(make_zip({"n": name})),
+                filename="r.zip",
+                candidate=Candidate.objects.create(name=name),
+                assignment=assignment,
+                uploaded_by=reviewer,
+            ).submission
+            for i, (user, reply) in enumerate([("hi", "hello"), ("buy", answer)]):
+                t = _turn(user, reply)
+                Turn.objects.create(
+                    submission=s,
+                    thread=0,
+                    index=i,
+                    new_messages=t["new_messages"],
+                    response=t["response"],
+                )
+            subs.append(s)
+    client.force_login(reviewer)
+    url = reverse("turn_diff", args=[subs[0].pk]) + f"?against={subs[1].pk}"
+    page = client.get(url).content.decode()
+    assert 'First diverging turn: <a href="#turn-1">' in page
+    assert "<ins>&lt;b&gt;ord_2&lt;/b&gt;</ins>" in page
+    assert "<b>ord_2</b>" not in page
+
+
+def test_diff_against_an_invisible_submission_is_404(client, reviewer, lead, assignment) -> None:
+    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+        mine = submission_create(
+            upload=io.BytesIO(make_zip({"a": "1"})),
+            filename="a.zip",
+            candidate=Candidate.objects.create(name="Mine"),
+            assignment=assignment,
+            uploaded_by=reviewer,
+        ).submission
+        theirs = submission_create(
+            upload=io.BytesIO(make_zip({"b": "2"})),
+            filename="b.zip",
+            candidate=Candidate.objects.create(name="Theirs"),
+            assignment=assignment,
+            uploaded_by=lead,
+        ).submission
+    client.force_login(reviewer)
+    url = reverse("turn_diff", args=[mine.pk]) + f"?against={theirs.pk}"
+    assert client.get(url).status_code == 404
