@@ -274,6 +274,8 @@ def _next_jobs(submission: Submission) -> None:
     verifiable = submission.stub_url or assignment.stub_start_command
     if has_trace and verifiable and Job.Kind.TRACE not in existing:
         job_create(submission=submission, kind=Job.Kind.TRACE)
+    if assignment.service_start_command and Job.Kind.PROBE not in existing:
+        job_create(submission=submission, kind=Job.Kind.PROBE)
 
 
 @handler(Job.Kind.ANALYSIS)

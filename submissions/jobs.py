@@ -59,6 +59,7 @@ HANDLER_MODULES = (
     "submissions.analysis",
     "submissions.replay",
     "submissions.trace_job",
+    "submissions.service_probe",
     "submissions.selftest",
 )
 
