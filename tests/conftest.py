@@ -11,6 +11,7 @@ from django.contrib.auth.models import Group, User
 from submissions.assignments import assignment_apply, assignment_values
 from submissions.models import Assignment, Candidate
 from submissions.roles import HIRING_LEADS, REVIEWERS
+from tests.workers import start_worker  # noqa: F401 - a shared fixture (real Celery workers)
 
 
 def make_zip(files: dict[str, bytes | str], *, root: str | None = "repo-main") -> bytes:
