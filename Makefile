@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export DJANGO_SETTINGS_MODULE := reviewer.settings
 SANDBOX_RUNTIME ?= /opt/cassette-review/sandbox-runtime
 
-.PHONY: run setup migrate demo worker serve test test-fast test-sandbox lint fmt sandbox-runtime
+.PHONY: run setup migrate demo worker serve test test-deps test-fast test-sandbox lint fmt sandbox-runtime
 
 run: setup migrate demo
 	@scripts/run-dev.sh
@@ -30,8 +30,11 @@ serve: setup
 
 # The whole suite, including the tests that start a real worker and the real sandbox
 # (the sandbox needs root once, to create its users and runtime).
-test: setup sandbox-runtime
+test: setup test-deps sandbox-runtime
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+test-deps:
+	@scripts/test-deps.sh
 
 test-fast: setup
 	$(BIN)/python -m pytest -n 2 -m "not worker and not sandbox and not browser" $(PYTEST_ARGS)

@@ -15,6 +15,7 @@ from submissions import jobs
 from submissions.intake import submission_create
 from submissions.jobs import cap_log, job_create, job_execute, jobs_reconcile
 from submissions.models import Job, Submission
+from tests.workers import reset_publisher
 
 
 @pytest.fixture(autouse=True)
@@ -50,11 +51,10 @@ def broker_down(monkeypatch: pytest.MonkeyPatch):
     saved = (conf.broker_url, conf.broker_transport_options)
     conf.broker_url = f"redis://127.0.0.1:{port}/0"
     conf.broker_transport_options = {"socket_connect_timeout": 0.5}
-    celery_app.pool.force_close_all()
-    celery_app._pool = None
+    reset_publisher()
     yield
     conf.broker_url, conf.broker_transport_options = saved
-    celery_app._pool = None
+    reset_publisher()
 
 
 def test_intake_job_runs_to_passed_and_submission_becomes_ready(submission: Submission) -> None:
@@ -299,6 +299,7 @@ def test_reconciler_ends_a_job_with_stale_heartbeat_after_the_cap(
 
 
 def test_reconciler_leaves_a_healthy_running_job(submission: Submission) -> None:
+    submission.jobs.update(enqueued_at=timezone.now())  # the intake job was published
     job = _selftest(submission)
     Job.objects.filter(pk=job.pk).update(
         state=Job.State.RUNNING,

@@ -20,6 +20,21 @@ ROOT = Path(__file__).resolve().parent.parent
 REDIS = ("127.0.0.1", 6379)
 
 
+def reset_publisher() -> None:
+    """Drop this process's broker connections so the next publish uses the current conf.
+
+    The producer pool holds the connection pool it was made with, and kombu's registry hands
+    the same closed pool back for the same URL: all three must go, or the next publish fails
+    with "Acquire on closed pool".
+    """
+    from kombu import pools
+
+    celery_app.pool.force_close_all()
+    pools.reset()  # kombu keeps closed pools in a global registry keyed by broker URL
+    celery_app._pool = None
+    celery_app.amqp._producer_pool = None
+
+
 def _redis_up() -> bool:
     try:
         with socket.create_connection(REDIS, timeout=1):
@@ -54,8 +69,7 @@ def _configure(broker: str) -> dict[str, str]:
         }
         for sub in ("queue", "control"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
-    celery_app.pool.force_close_all()
-    celery_app._pool = None
+    reset_publisher()
     return env
 
 
@@ -112,4 +126,4 @@ def start_worker() -> Iterator:
             proc.kill()
             proc.wait()
     celery_app.conf.broker_url, celery_app.conf.broker_transport_options = saved
-    celery_app._pool = None
+    reset_publisher()

@@ -1,0 +1,185 @@
+"""The reviewer's journey in real Chromium, against a live server and a real Celery worker."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from django.contrib.auth.models import Group, User
+from django.core.management import call_command
+
+from reviewer.demo import DEMO_DIR, zip_tree
+from submissions.assignments import assignment_apply, assignment_values
+from submissions.models import Submission
+from submissions.roles import HIRING_LEADS, REVIEWERS
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "tests" / "artifacts"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def browser(monkeypatch: pytest.MonkeyPatch):
+    # Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
+    # between page steps are still plain synchronous code.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("Debian's chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def _user(name: str, group: str) -> User:
+    user = User.objects.create_user(name, password=f"pw-{name}-2026")
+    user.groups.add(Group.objects.get_or_create(name=group)[0])
+    return user
+
+
+def _login(context, base: str, name: str):
+    page = context.new_page()
+    page.goto(f"{base}/login/")
+    page.fill("input[name=username]", name)
+    page.fill("input[name=password]", f"pw-{name}-2026")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+    return page
+
+
+def _shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def _upload(page, base: str, slug: str, candidate: str, archive: Path) -> int:
+    page.goto(f"{base}/assignments/{slug}/")
+    page.fill("input[name=candidate]", candidate)
+    page.set_input_files("input[name=archive]", str(archive))
+    page.click("#upload-form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/submissions/\d+/$"))
+    # The job panel polls until every job has ended, then stops (htmx status 286).
+    page.wait_for_selector("#job-panel:not([hx-trigger])", timeout=120_000)
+    return int(page.url.rstrip("/").rsplit("/", 1)[1])
+
+
+def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
+    base = live_server.url
+    start_worker("filesystem")
+    _user("alice", REVIEWERS)
+    bob = _user("bob", REVIEWERS)
+    _user("carol", HIRING_LEADS)
+    data = yaml.safe_load((DEMO_DIR / "assignments" / "cassette-triage.yaml").read_text())
+    assignment_apply(values=assignment_values({**data, "replay_command": ""}))
+    archives = {}
+    for repo in ("cassette-flawed", "cassette-good"):
+        archives[repo] = tmp_path / f"{repo}.zip"
+        archives[repo].write_bytes(zip_tree(DEMO_DIR / "repos" / repo, repo))
+
+    ctx_a = browser.new_context()
+    page = _login(ctx_a, base, "alice")
+    _shot(page, "cohorts")
+    flawed = _upload(page, base, "cassette-triage", "Tomasz W", archives["cassette-flawed"])
+    good = _upload(page, base, "cassette-triage", "Ines M", archives["cassette-good"])
+    page.goto(f"{base}/submissions/{flawed}/")
+    assert page.locator("#job-panel").inner_text().count("Passed") == 2
+    # A failing check's evidence is open and names the hand-edited cassette.
+    keys = page.locator("#checks tr", has_text="cassettes.keys_match")
+    assert "1610a6524d6320f3" in keys.inner_text()
+    _shot(page, "submission")
+
+    page.goto(f"{base}/submissions/{flawed}/diff/?against={good}")
+    assert page.locator("text=First diverging turn").count() == 1
+    page.click("text=First diverging turn >> a")
+    _shot(page, "diff")
+
+    # Score every rubric row; each change autosaves.
+    page.goto(f"{base}/submissions/{flawed}/")
+    forms = page.locator("form.rubric-row")
+    for i in range(forms.count()):
+        form = page.locator("form.rubric-row").nth(i)
+        form.locator("select").select_option("2")
+        page.wait_for_selector(f"form.rubric-row >> nth={i} >> .saved")
+    page.reload()
+    values = [
+        page.locator("form.rubric-row select").nth(i).input_value() for i in range(forms.count())
+    ]
+    assert values == ["2"] * forms.count()
+    _shot(page, "rubric")
+
+    # The same review open in a second tab: its stale save is refused, showing both values.
+    stale = ctx_a.new_page()
+    stale.goto(f"{base}/submissions/{flawed}/")
+    first = page.locator("form.rubric-row").first
+    first.locator("input[name$=evidence]").fill("tab one")
+    first.locator("input[name$=evidence]").dispatch_event("change")
+    page.wait_for_selector("form.rubric-row >> nth=0 >> .saved")
+    other = stale.locator("form.rubric-row").first
+    other.locator("input[name$=evidence]").fill("tab two")
+    other.locator("input[name$=evidence]").dispatch_event("change")
+    stale.wait_for_selector("text=someone else saved this row")
+    assert "tab one" in stale.locator("form.rubric-row").first.inner_text()
+    page.click("text=Submit my review")
+
+    Submission.objects.get(pk=flawed).reviewers.add(bob)
+    ctx_b = browser.new_context()
+    bob_page = _login(ctx_b, base, "bob")
+    bob_page.goto(f"{base}/submissions/{flawed}/")
+    assert "tab one" not in bob_page.content()  # blind until bob submits
+    for i in range(bob_page.locator("form.rubric-row").count()):
+        bob_page.locator("form.rubric-row").nth(i).locator("select").select_option("0")
+        bob_page.wait_for_selector(f"form.rubric-row >> nth={i} >> .saved")
+    bob_page.click("text=Submit my review")
+    bob_page.wait_for_selector("text=Review submitted")
+
+    ctx_c = browser.new_context(accept_downloads=True)
+    lead = _login(ctx_c, base, "carol")
+    lead.goto(f"{base}/assignments/cassette-triage/compare/")
+    row = lead.locator("table.compare tr", has_text="Tomasz W")
+    assert "alice, bob" in row.inner_text()
+    assert row.locator("td.spread").count() > 0  # 2 vs 0 on every row
+    _shot(lead, "comparison")
+    with lead.expect_download() as download:
+        lead.click("text=Download CSV")
+    csv_text = Path(download.value.path()).read_text()
+    assert "Tomasz W" in csv_text and "alice bob" in csv_text
+    for ctx in (ctx_a, ctx_b, ctx_c):
+        ctx.close()
+
+
+def test_public_demo_is_readable_anonymously_and_refuses_writes(
+    browser, live_server, settings
+) -> None:
+    from unittest import mock
+
+    from submissions import jobs
+
+    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+        call_command("seed_demo")
+    settings.DEMO_MODE = True
+    page = browser.new_page()
+    page.goto(f"{live_server.url}/")
+    assert "read-only demo" in page.content()
+    assert page.locator("text=Cassette take-home").count() >= 1
+    _shot(page, "demo")
+    slug = "cassette-triage"
+    response = page.request.post(
+        f"{live_server.url}/assignments/{slug}/", form={"candidate": "Intruder"}
+    )
+    assert response.status == 403
+    assert "Writes are refused" in response.text()
+    assert not Submission.objects.filter(candidate__name="Intruder").exists()
