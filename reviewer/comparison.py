@@ -146,3 +146,65 @@ def chart_bars(rows: list[CandidateRow], width: int = 600, bar: int = 22) -> lis
             }
         )
     return bars
+
+
+def assignment_rows(
+    user: object, assignment: Assignment, submissions: list[Submission]
+) -> list[dict]:
+    """Rows of the assignment page: badges per check group, a score the user may see, reviews.
+
+    Blind scoring holds here too: a reviewer sees only their own total until they submit;
+    hiring leads see the mean of all reviews. Three queries whatever the page size.
+    """
+    from submissions.roles import is_hiring_lead
+
+    ids = [s.pk for s in submissions]
+    template = RubricTemplate.objects.filter(slug=assignment.rubric).first()
+    rubric_rows = list(template.rows.all()) if template else []
+    badges: dict[int, dict[str, dict[str, int]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(int))
+    )
+    for sid, cid, status in CheckResult.objects.filter(submission_id__in=ids).values_list(
+        "submission_id", "check_id", "status"
+    ):
+        badges[sid][cid.split(".", 1)[0]][status] += 1
+    scores: dict[int, dict[int, int | None]] = defaultdict(dict)
+    reviews: dict[int, list[tuple[int, int, str]]] = defaultdict(list)
+    for score in Score.objects.filter(review__submission_id__in=ids).select_related("review"):
+        scores[score.review_id][score.row_id] = score.value
+        entry = (score.review_id, score.review.reviewer_id, score.review.state)
+        if entry not in reviews[score.review.submission_id]:
+            reviews[score.review.submission_id].append(entry)
+    lead = is_hiring_lead(user)
+    me = getattr(user, "pk", None)
+    out = []
+    for s in submissions:
+        mine = [r for r in reviews[s.pk] if r[1] == me]
+        submitted = any(state == "submitted" for _, _, state in mine)
+        visible = reviews[s.pk] if (lead or submitted) else mine
+        totals = [
+            t
+            for rid, _, _ in visible
+            if (t := weighted_total([(row.weight, scores[rid].get(row.pk)) for row in rubric_rows]))
+            is not None
+        ]
+        groups = {
+            g: _badge(counts) for g, counts in sorted(badges[s.pk].items()) if g in CHECK_GROUPS
+        }
+        out.append(
+            {
+                "submission": s,
+                "badges": groups,
+                "reviews": len(reviews[s.pk]),
+                "score": round(mean(totals), 1) if totals else None,
+            }
+        )
+    return out
+
+
+def _badge(counts: dict[str, int]) -> dict[str, object]:
+    """A group's worst status and its counts."""
+    for status in ("fail", "error", "warn", "pass", "skip"):
+        if counts.get(status):
+            return {"status": status, "counts": dict(counts)}
+    return {"status": "skip", "counts": dict(counts)}

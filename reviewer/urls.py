@@ -17,5 +17,7 @@ urlpatterns = [
     path("submissions/<int:pk>/diff/", views.turn_diff, name="turn_diff"),
     path("assignments/<slug:slug>/compare/", views.comparison, name="comparison"),
     path("", include("submissions.urls")),
+    # After the include: "assignments/new/" must win over the slug pattern.
+    path("assignments/<slug:slug>/", views.assignment_detail, name="assignment"),
     path("admin/", admin.site.urls),
 ]

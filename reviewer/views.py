@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from cassettes_app.diff import FOLD_AT, diff_turns, render_segments
-from reviewer.comparison import chart_bars, comparison_csv, comparison_rows
+from reviewer.comparison import assignment_rows, chart_bars, comparison_csv, comparison_rows
 from reviewer.forms import ScoreForm
 from reviewer.health import queue_health
 from reviewer.models import RubricRow, Score
@@ -28,7 +29,7 @@ from reviewer.scoring import (
 )
 from submissions.models import Assignment, Submission
 from submissions.roles import is_hiring_lead
-from submissions.views import get_submission_for_user, submission_context
+from submissions.views import get_submission_for_user, handle_upload, submission_context
 
 
 @login_required
@@ -270,3 +271,51 @@ def turn_diff(request: HttpRequest, pk: int) -> HttpResponse:
 def _int_param(request: HttpRequest, name: str) -> int:
     value = request.GET.get(name, "0")
     return int(value) if value.isdigit() else 0
+
+
+ASSIGNMENT_PAGE_SIZE = 50
+_SORTS = {"newest": "-created", "oldest": "created", "name": "candidate__name"}
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def assignment_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    """Candidates of an assignment: status, check badges, score, reviews; filter, sort, upload."""
+    assignment = get_object_or_404(Assignment, slug=slug)
+    form, done = handle_upload(request, assignment)
+    if done is not None:
+        return done
+    submissions = (
+        Submission.objects.visible_to(request.user)
+        .filter(assignment=assignment)
+        .select_related("candidate")
+        .annotate(jobs_pending=Count("jobs", filter=Q(jobs__state__in=["queued", "running"])))
+    )
+    query = request.GET.get("q", "").strip()
+    if query:
+        submissions = submissions.filter(candidate__name__icontains=query)
+    status = request.GET.get("status", "")
+    if status in Submission.Status.values:
+        submissions = submissions.filter(status=status)
+    sort = request.GET.get("sort", "newest")
+    by_score = sort == "score"
+    submissions = submissions.order_by(_SORTS.get(sort, "-created"), "pk")
+    page = Paginator(submissions, ASSIGNMENT_PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = assignment_rows(request.user, assignment, list(page.object_list))
+    if by_score:
+        rows.sort(key=lambda r: (r["score"] is None, -(r["score"] or 0)))
+    return render(
+        request,
+        "submissions/assignment.html",
+        {
+            "assignment": assignment,
+            "rows": rows,
+            "page": page,
+            "form": form,
+            "q": query,
+            "status": status,
+            "sort": sort,
+            "statuses": Submission.Status.choices,
+        },
+        status=400 if form.errors else 200,
+    )

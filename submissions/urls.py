@@ -6,5 +6,4 @@ from submissions import views
 
 urlpatterns = [
     path("assignments/new/", views.assignment_new, name="assignment_new"),
-    path("assignments/<slug:slug>/", views.assignment_detail, name="assignment"),
 ]

@@ -43,49 +43,35 @@ def assignment_new(request: HttpRequest) -> HttpResponse:
     return render(request, "submissions/assignment_new.html", {"form": form, "presets": PRESETS})
 
 
-@login_required
-@require_http_methods(["GET", "POST"])
-def assignment_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    """An assignment's submissions (those this user may see) and the upload form."""
-    assignment = get_object_or_404(Assignment, slug=slug)
+def handle_upload(
+    request: HttpRequest, assignment: Assignment
+) -> tuple[UploadForm, HttpResponse | None]:
+    """The upload form of an assignment page: a redirect to the new submission, or the form."""
     form = UploadForm(request.POST or None, request.FILES or None)
-    if request.method == "POST" and form.is_valid():
-        candidate, _ = Candidate.objects.get_or_create(name=form.cleaned_data["candidate"])
-        upload = form.cleaned_data["archive"]
-        try:
-            result = submission_create(
-                upload=upload,
-                filename=upload.name,
-                candidate=candidate,
-                assignment=assignment,
-                stub_url=form.cleaned_data["stub_url"],
-                uploaded_by=request.user,
-            )
-        except UploadRejected as exc:
-            form.add_error("archive", str(exc))
-        else:
-            submission = result.submission
-            submission.reviewers.add(request.user)
-            if result.reason:
-                form.add_error("archive", f"The archive was rejected: {result.reason}")
-            else:
-                if not result.created:
-                    messages.info(request, "This archive was already uploaded for this candidate.")
-                return redirect(submission)
-    submissions = (
-        Submission.objects.visible_to(request.user)
-        .filter(assignment=assignment)
-        .select_related("candidate")
-        .annotate(
-            jobs_pending=Count("jobs", filter=Q(jobs__state__in=["queued", "running"])),
+    if request.method != "POST" or not form.is_valid():
+        return form, None
+    candidate, _ = Candidate.objects.get_or_create(name=form.cleaned_data["candidate"])
+    upload = form.cleaned_data["archive"]
+    try:
+        result = submission_create(
+            upload=upload,
+            filename=upload.name,
+            candidate=candidate,
+            assignment=assignment,
+            stub_url=form.cleaned_data["stub_url"],
+            uploaded_by=request.user,
         )
-    )
-    return render(
-        request,
-        "submissions/assignment.html",
-        {"assignment": assignment, "submissions": submissions, "form": form},
-        status=400 if form.errors else 200,
-    )
+    except UploadRejected as exc:
+        form.add_error("archive", str(exc))
+        return form, None
+    submission = result.submission
+    submission.reviewers.add(request.user)
+    if result.reason:
+        form.add_error("archive", f"The archive was rejected: {result.reason}")
+        return form, None
+    if not result.created:
+        messages.info(request, "This archive was already uploaded for this candidate.")
+    return form, redirect(submission)
 
 
 _LIST_CAP = 200

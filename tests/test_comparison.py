@@ -12,7 +12,7 @@ from django.urls import reverse
 from reviewer.models import Review, RubricTemplate, Score
 from submissions import jobs
 from submissions.intake import submission_create
-from submissions.models import Candidate
+from submissions.models import Candidate, CheckResult
 from tests.conftest import make_zip
 
 
@@ -133,3 +133,36 @@ def test_submission_and_assignment_pages_query_count_is_flat(client, lead, assig
     few = _queries(client, url)
     _cohort(assignment, [], 20, prefix="More")
     assert _queries(client, url) == few
+
+
+def test_assignment_page_badges_scores_filter_and_blind_totals(
+    client, reviewer, reviewer2, lead, assignment
+) -> None:
+    subs = _cohort(assignment, [reviewer, reviewer2], 2, scores=(3, 0))
+    for s in subs:
+        s.reviewers.add(reviewer)
+    CheckResult.objects.create(
+        submission=subs[0], check_id="replay.offline_pass", status="fail", summary="exit 1"
+    )
+    CheckResult.objects.create(
+        submission=subs[0], check_id="cassettes.keys_match", status="pass", summary="ok"
+    )
+    url = reverse("assignment", args=[assignment.slug])
+    client.force_login(lead)
+    page = client.get(url).content.decode()
+    assert 'status-fail" title="1 fail ">replay' in page
+    assert 'status-pass" title="1 pass ">cassettes' in page
+    assert "50.0" in page  # the lead sees the mean of 100 and 0
+    client.force_login(reviewer)
+    page = client.get(url).content.decode()
+    assert "100.0" in page and "50.0" not in page  # a reviewer sees only their own total
+    filtered = client.get(url + "?q=001").content.decode()
+    assert "Candidate 001" in filtered and "Candidate 000" not in filtered
+
+
+def test_assignment_page_paginates(client, lead, assignment) -> None:
+    _cohort(assignment, [], 55)
+    client.force_login(lead)
+    page = client.get(reverse("assignment", args=[assignment.slug])).content.decode()
+    assert "page 1 of 2" in page
+    assert page.count("<tr>") - 1 == 50  # header row + one page of candidates
