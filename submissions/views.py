@@ -132,6 +132,9 @@ def submission_context(submission: Submission) -> dict[str, object]:
     cutoff = submission.created - timedelta(days=submission.assignment.stale_after_days)
     return {
         "stale_warnings": stale_warnings(submission, checks),
+        "probe_check": next(
+            (c for c in checks if c.check_id == "trace.idempotency_enforced"), None
+        ),
         "secret_paths": _secret_paths(checks),
         "stale_cutoff": cutoff,
         "logs": [job for job in jobs if job.log],

@@ -253,3 +253,38 @@ def test_candidate_content_in_recordings_is_escaped(
     assert 'onerror="alert(1)"' not in page
     assert 'href="javascript:alert(3)"' not in page
     assert "&lt;script&gt;alert(2)" in page
+
+
+def test_idempotency_probe_card_shows_requests_and_curl(
+    client, reviewer, assignment, candidate
+) -> None:
+    from submissions.models import CheckResult
+
+    s = _submission_for(reviewer, assignment, candidate)
+    CheckResult.objects.create(
+        submission=s,
+        check_id="trace.idempotency_enforced",
+        status="fail",
+        summary="1 of 5 probes failed",
+        evidence=[
+            {
+                "probe": "same key, different body",
+                "expected": 409,
+                "ok": False,
+                "message": "same key, different body: expected 409, got 200",
+                "request": {
+                    "method": "POST",
+                    "url": "http://stub/orders",
+                    "headers": {"Idempotency-Key": "k1"},
+                    "body": '{"sku": "<b>x</b>"}',
+                },
+                "response": {"status": 200, "body": '{"id": "ord_1"}'},
+                "curl": "curl -sS -i -X POST http://stub/orders -H 'Idempotency-Key: k1'",
+            }
+        ],
+    )
+    client.force_login(reviewer)
+    page = client.get(s.get_absolute_url()).content.decode()
+    assert "same key, different body" in page and "expected 409, got 200" in page
+    assert "curl -sS -i -X POST http://stub/orders" in page
+    assert "&lt;b&gt;x&lt;/b&gt;" in page
