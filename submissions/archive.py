@@ -323,14 +323,19 @@ class _Sink:
         entry: str,
         chunks: Iterable[bytes],
         compressed_size: int | None,
+        executable: bool = False,
     ) -> None:
-        """Write one regular file from `chunks`, stopping at the first cap it crosses."""
+        """Write one regular file from `chunks`, stopping at the first cap it crosses.
+
+        Only the executable bit survives from the archive (a `./run.sh` must still run):
+        0755 or 0644, never setuid, setgid, sticky or group/other write.
+        """
         limits = self._limits
         parent = self.directory(parts[:-1], entry)
         fd = os.open(parts[-1], _FILE_FLAGS, 0o644, dir_fd=parent)
         written = 0
         with open(fd, "wb") as out:
-            os.fchmod(fd, 0o644)
+            os.fchmod(fd, 0o755 if executable else 0o644)
             for chunk in chunks:
                 written += len(chunk)
                 total = self.bytes + written
@@ -600,7 +605,7 @@ def _extract_zip(fh: _File, size: int, sink: _Sink, limits: Limits) -> None:
             raise ArchiveRejected(
                 "unsupported", f"compression method {e.method} is not supported", entry
             )
-        sink.file(parts, entry, _zip_chunks(fh, e), e.compress_size)
+        sink.file(parts, entry, _zip_chunks(fh, e), e.compress_size, bool(e.mode & 0o111))
 
 
 # --- tar -------------------------------------------------------------------------------
@@ -714,6 +719,7 @@ class _TarHeader:
     type: bytes
     size: int
     linkname: bytes
+    mode: int = 0o644
 
 
 @dataclass
@@ -723,6 +729,7 @@ class _TarMember:
     size: int
     linkname: bytes
     sparse: bool
+    mode: int = 0o644
 
 
 def _tar_number(field: bytes) -> int:
@@ -766,7 +773,11 @@ def _tar_header(block: bytes) -> _TarHeader:
         prefix = _nts(block[345:500])
         if prefix:
             name = prefix + b"/" + name
-    return _TarHeader(name, block[156:157], _tar_number(block[124:136]), _nts(block[157:257]))
+    try:
+        mode = _tar_number(block[100:108])
+    except ArchiveRejected:
+        mode = 0o644  # a garbled mode only loses the executable bit, nothing else reads it
+    return _TarHeader(name, block[156:157], _tar_number(block[124:136]), _nts(block[157:257]), mode)
 
 
 def _pax_records(data: bytes) -> dict[bytes, bytes]:
@@ -867,6 +878,7 @@ class _TarReader:
             size=size,
             linkname=fields.get(b"linkpath") or long_link or header.linkname,
             sparse=kind == b"S" or any(key.startswith(b"GNU.sparse.") for key in fields),
+            mode=header.mode,
         )
 
     def _meta(self, header: _TarHeader) -> bytes:
@@ -929,7 +941,7 @@ def _extract_tar(fh: _File, fmt: str, sink: _Sink, limits: Limits) -> None:
         if is_dir:
             sink.directory(parts, entry)
             continue
-        sink.file(parts, entry, reader.data(member, entry), None)
+        sink.file(parts, entry, reader.data(member, entry), None, bool(member.mode & 0o111))
 
 
 def _sniff(fh: _File, limits: Limits) -> str:

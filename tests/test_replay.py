@@ -317,3 +317,19 @@ def test_probes_prefer_recordings_whose_removal_must_matter() -> None:
     assert preferred == {"cassettes/good.json"}
     used = {r[0] for r in rows}
     assert choose_probes(used, 1, preferred=preferred) == ["cassettes/good.json"]
+
+
+@pytest.mark.sandbox
+@pytest.mark.django_db
+def test_demo_run_twice_repos_executable_run_sh_and_their_flaws() -> None:
+    values = yaml.safe_load((DEMO_DIR / "assignments" / "run-twice.yaml").read_text())
+    good = _judge(DEMO_DIR / "repos" / "run-twice-good", values)
+    assert good["replay.offline_pass"].status == "pass", good["replay.offline_pass"].evidence
+    assert good["replay.byte_identical"].status == "pass"
+    assert good["replay.missing_fixture_fails_loudly"].status == "pass"
+    flawed = _judge(DEMO_DIR / "repos" / "run-twice-flawed", values)
+    kinds = flawed["replay.byte_identical"].evidence[0]["kind"]
+    assert flawed["replay.byte_identical"].status == "fail"
+    assert "timestamp" in kinds and "uuid" in kinds
+    probe = flawed["replay.missing_fixture_fails_loudly"]
+    assert probe.status == "fail" and probe.evidence[0]["outcome"] == "passes_silently"
