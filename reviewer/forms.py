@@ -13,4 +13,10 @@ class ScoreForm(forms.Form):
     )
     evidence = forms.CharField(required=False, max_length=2000)
     override_reason = forms.CharField(required=False, max_length=2000)
+    notes = forms.CharField(
+        required=False,
+        max_length=10_000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Markdown",
+    )
     version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)

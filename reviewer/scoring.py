@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from reviewer.models import Review, RubricRow, RubricTemplate, Score
+from reviewer.models import Note, Review, RubricRow, RubricTemplate, Score
 from reviewer.report import weighted_total
 from submissions.models import CheckResult, Submission
 from submissions.roles import is_hiring_lead
@@ -61,6 +61,7 @@ def score_save(
     evidence: str,
     override_reason: str,
     expected_version: int,
+    notes: str | None = None,
 ) -> Score:
     """Save one row's score, refusing a stale version and an unearned 3."""
     if value is not None and not 0 <= value <= 3:
@@ -91,8 +92,27 @@ def score_save(
         score.override_reason = override_reason.strip()[:2000] if value == 3 else ""
         score.version += 1
         score.save()
+        if notes is not None:
+            note_save(review=review, row=row, body=notes)
         Review.objects.filter(pk=review.pk).update(updated=timezone.now())
     return score
+
+
+def note_save(*, review: Review, row: RubricRow, body: str) -> None:
+    """The reviewer's note on a row (Markdown, stored as typed; rendered sanitised)."""
+    body = body.strip()
+    notes = Note.objects.filter(submission=review.submission, author=review.reviewer, row=row)
+    if not body:
+        notes.delete()
+        return
+    note = notes.first()
+    if note is None:
+        Note.objects.create(
+            submission=review.submission, author=review.reviewer, row=row, body=body
+        )
+    elif note.body != body:
+        note.body = body
+        note.save(update_fields=["body", "updated"])
 
 
 def review_submit(*, review: Review) -> Review:
@@ -113,6 +133,7 @@ class ReviewView:
     review: Review
     scores: dict[int, Score]
     total: float | None
+    notes: dict[int, str]  # row id -> sanitised HTML
 
 
 def reviews_visible_to(user: Any, submission: Submission) -> list[ReviewView]:
@@ -124,6 +145,12 @@ def reviews_visible_to(user: Any, submission: Submission) -> list[ReviewView]:
     )
     own = next((r for r in reviews if r.reviewer_id == getattr(user, "pk", None)), None)
     see_all = is_hiring_lead(user) or (own is not None and own.state == Review.State.SUBMITTED)
+    from reviewer.markdown import render_markdown
+
+    notes: dict[tuple[int, int], str] = {
+        (n.author_id, n.row_id): render_markdown(n.body)
+        for n in Note.objects.filter(submission=submission).exclude(row=None)
+    }
     out = []
     for review in reviews:
         if review is not own and not see_all:
@@ -133,5 +160,6 @@ def reviews_visible_to(user: Any, submission: Submission) -> list[ReviewView]:
         total = weighted_total(
             [(r.weight, scores[r.pk].value if r.pk in scores else None) for r in rows]
         )
-        out.append(ReviewView(review, scores, total))
+        mine = {row: html for (author, row), html in notes.items() if author == review.reviewer_id}
+        out.append(ReviewView(review, scores, total, mine))
     return out

@@ -17,7 +17,7 @@ from cassettes_app.diff import FOLD_AT, diff_turns, render_segments
 from reviewer.comparison import assignment_rows, chart_bars, comparison_csv, comparison_rows
 from reviewer.forms import ScoreForm
 from reviewer.health import queue_health
-from reviewer.models import RubricRow, Score
+from reviewer.models import Note, RubricRow, Score
 from reviewer.scoring import (
     ScoreConflict,
     ScoreRefused,
@@ -61,11 +61,19 @@ def _rubric_context(request: HttpRequest, submission: Submission) -> dict[str, o
     review = review_get_or_create(submission=submission, reviewer=request.user)
     if review is None:
         return {"review": None}
-    statuses = dict(submission.checks.values_list("check_id", "status"))
+    checks = {c.check_id: c for c in submission.checks.all()}
+    statuses = {cid: c.status for cid, c in checks.items()}
     scores = {s.row_id: s for s in review.scores.all()}
+    notes = dict(
+        Note.objects.filter(submission=submission, author=request.user)
+        .exclude(row=None)
+        .values_list("row_id", "body")
+    )
     rows = []
     for row in review.rubric.rows.all():
-        rows.append(_row_context(row, scores.get(row.pk), statuses))
+        context = _row_context(row, scores.get(row.pk), statuses, notes.get(row.pk, ""))
+        context["evidence_choices"] = _evidence_choices(row, checks)
+        rows.append(context)
     return {
         "review": review,
         "rubric_rows": rows,
@@ -74,12 +82,24 @@ def _rubric_context(request: HttpRequest, submission: Submission) -> dict[str, o
     }
 
 
-def _row_context(row: RubricRow, score: Score | None, statuses: dict[str, str]) -> dict:
+def _evidence_choices(row: RubricRow, checks: dict) -> list[str]:
+    """Lines a reviewer can pick as evidence: the linked checks' summaries."""
+    return [
+        f"{cid} ({checks[cid].status}): {checks[cid].summary}"[:300]
+        for cid in row.check_ids
+        if cid in checks
+    ]
+
+
+def _row_context(
+    row: RubricRow, score: Score | None, statuses: dict[str, str], note: str = ""
+) -> dict:
     version = score.version if score else 0
     initial = {
         "value": "" if score is None or score.value is None else str(score.value),
         "evidence": score.evidence if score else "",
         "override_reason": score.override_reason if score else "",
+        "notes": note,
         "version": version,
     }
     passed, missing = checks_passed(row, statuses)
@@ -133,6 +153,7 @@ def score_update(request: HttpRequest, pk: int, row_id: int) -> HttpResponse:
                 evidence=data["evidence"],
                 override_reason=data["override_reason"],
                 expected_version=data["version"],
+                notes=data["notes"],
             )
             saved = True
         except ScoreConflict as exc:
@@ -152,7 +173,10 @@ def score_update(request: HttpRequest, pk: int, row_id: int) -> HttpResponse:
             messages.error(request, "Not saved: " + "; ".join(form.errors.get("__all__", [])))
         return redirect(f"{submission.get_absolute_url()}#row-{row.pk}")
     score = Score.objects.filter(review=review, row=row).first()
-    context = _row_context(row, score, statuses)
+    note = Note.objects.filter(submission=submission, author=request.user, row=row).first()
+    context = _row_context(row, score, statuses, note.body if note else "")
+    checks = {c.check_id: c for c in submission.checks.filter(check_id__in=row.check_ids)}
+    context["evidence_choices"] = _evidence_choices(row, checks)
     if not saved:
         context["form"] = form  # keep what was typed, with its errors
     context.update(

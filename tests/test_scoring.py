@@ -177,3 +177,39 @@ def test_report_includes_scores_and_weighted_total(alice, submission, capsys) ->
     assert review["reviewer"] == "alice"
     assert review["total"] == 100.0
     assert set(review["rows"]) == {row.title for row in rows}
+
+
+def test_notes_are_markdown_rendered_sanitised_and_blind(
+    client, reviewer, reviewer2, lead, submission
+) -> None:
+    client.force_login(reviewer)
+    client.user_name = "alice"
+    _, rows = _rows(client, submission)
+    prefix = f"row{rows[0].pk}"
+    client.post(
+        reverse("score_update", args=[submission.pk, rows[0].pk]),
+        {
+            f"{prefix}-value": "1",
+            f"{prefix}-evidence": "",
+            f"{prefix}-override_reason": "",
+            f"{prefix}-version": "0",
+            f"{prefix}-notes": "**flaky** [x](javascript:alert(1)) <script>alert(2)</script>",
+        },
+        HTTP_HX_REQUEST="true",
+    )
+    client.force_login(lead)
+    page = client.get(submission.get_absolute_url()).content.decode()
+    assert "<strong>flaky</strong>" in page
+    assert 'javascript:alert(1)"' not in page and "<script>alert(2)" not in page
+    client.force_login(reviewer2)
+    assert (
+        "<strong>flaky</strong>" not in client.get(submission.get_absolute_url()).content.decode()
+    )
+
+
+def test_evidence_can_be_picked_from_linked_checks(alice, submission) -> None:
+    CheckResult.objects.create(
+        submission=submission, check_id="replay.offline_pass", status="fail", summary="exit 2"
+    )
+    page = alice.get(submission.get_absolute_url()).content.decode()
+    assert '<option value="replay.offline_pass (fail): exit 2">' in page
