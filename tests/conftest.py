@@ -68,3 +68,34 @@ def candidate(db: None) -> Candidate:
 @pytest.fixture
 def small_zip() -> bytes:
     return make_zip(SMALL_REPO)
+
+
+def ingest_inline(repo, values: dict, *, candidate: str = "Candidate", stub_url: str = ""):
+    """Apply an assignment, upload a repo (a folder or {path: content}) and run its jobs here.
+
+    `values` are model field values (from assignment_values); the jobs run in this process,
+    in order, as a worker would run them.
+    """
+    from pathlib import Path
+    from unittest import mock
+
+    from reviewer.demo import zip_tree
+    from submissions import jobs
+    from submissions.intake import submission_create
+    from submissions.jobs import job_execute
+    from submissions.models import Job
+
+    assignment = assignment_apply(values=values)[0]
+    person, _ = Candidate.objects.get_or_create(name=candidate)
+    data = zip_tree(repo, repo.name) if isinstance(repo, Path) else make_zip(repo)
+    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+        submission = submission_create(
+            upload=io.BytesIO(data),
+            filename="repo.zip",
+            candidate=person,
+            assignment=assignment,
+            stub_url=stub_url,
+        ).submission
+        while job := submission.jobs.filter(state=Job.State.QUEUED).order_by("pk").first():
+            job_execute(job_id=job.pk)
+    return submission, {c.check_id: c for c in submission.checks.all()}

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
 from unittest import mock
 
 import pytest
 import yaml
 
-from reviewer.demo import DEMO_DIR, zip_tree
+from reviewer.demo import DEMO_DIR
 from submissions import jobs
 from submissions.assignments import assignment_apply, assignment_values
 from submissions.intake import submission_create
@@ -25,7 +24,7 @@ from submissions.replay_compare import (
     network_attempts,
     probe_outcome,
 )
-from tests.conftest import make_zip
+from tests.conftest import ingest_inline, make_zip
 
 # ------------------------------------------------------------------ pure judgements
 
@@ -163,22 +162,12 @@ def _repo(extra: str, missing: str = 'sys.exit(f"missing fixture {path}")') -> d
 
 def _judge(files_or_dir, values: dict | None = None) -> dict[str, CheckResult]:
     """Ingest a repo, run analysis and replay inline, and return the checks by id."""
-    values = values or RUN_TWICE
-    assignment = assignment_apply(values=assignment_values(values))[0]
-    candidate, _ = Candidate.objects.get_or_create(name="Sandboxed")
-    if isinstance(files_or_dir, Path):
-        data = zip_tree(files_or_dir, files_or_dir.name)
-    else:
-        data = make_zip(files_or_dir)
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
-        s = submission_create(
-            upload=io.BytesIO(data), filename="r.zip", candidate=candidate, assignment=assignment
-        ).submission
-        while job := s.jobs.filter(state=Job.State.QUEUED).order_by("pk").first():
-            job_execute(job_id=job.pk)
+    s, checks = ingest_inline(
+        files_or_dir, assignment_values(values or RUN_TWICE), candidate="Sandboxed"
+    )
     replay = s.jobs.get(kind=Job.Kind.REPLAY)
     assert replay.state in {"passed", "failed"}, replay.error
-    return {c.check_id: c for c in s.checks.all()}
+    return checks
 
 
 @pytest.mark.parametrize(

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
 from unittest import mock
 
 import pytest
 
 from cassettes_app.formats.base import LedgerEntry
-from reviewer.demo import DEMO_DIR, zip_tree
+from reviewer.demo import DEMO_DIR
 from submissions import jobs
 from submissions.assignments import assignment_apply, assignment_values, load_assignment_file
 from submissions.intake import submission_create
@@ -33,7 +32,7 @@ from submissions.service_probe import (
     same_time,
     ticket_problems,
 )
-from tests.conftest import make_zip
+from tests.conftest import ingest_inline, make_zip
 
 SCHEMA = json.loads((DEMO_DIR / "assignments" / "schemas" / "ticket.json").read_text())
 LINE = ProbeLine("no timestamp", "worker-3 ERROR could not connect to redis")
@@ -383,21 +382,10 @@ def _service(mode: str) -> dict[str, str]:
 
 
 def _ingest(files_or_dir, values: dict) -> tuple[Job, dict[str, CheckResult]]:
-    assignment = assignment_apply(values=values)[0]
-    candidate, _ = Candidate.objects.get_or_create(name="Probed")
-    if isinstance(files_or_dir, Path):
-        data = zip_tree(files_or_dir, files_or_dir.name)
-    else:
-        data = make_zip(files_or_dir)
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
-        s = submission_create(
-            upload=io.BytesIO(data), filename="s.zip", candidate=candidate, assignment=assignment
-        ).submission
-        while job := s.jobs.filter(state=Job.State.QUEUED).order_by("pk").first():
-            job_execute(job_id=job.pk)
+    s, checks = ingest_inline(files_or_dir, values, candidate="Probed")
     probes = list(s.jobs.filter(kind=Job.Kind.PROBE))
     assert len(probes) == 1
-    return probes[0], {c.check_id: c for c in s.checks.all()}
+    return probes[0], checks
 
 
 def _probe(mode: str) -> dict[str, CheckResult]:

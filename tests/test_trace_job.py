@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import socket
@@ -10,19 +9,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from unittest import mock
 
 import pytest
 import yaml
 
-from reviewer.demo import DEMO_DIR, zip_tree
-from submissions import jobs
-from submissions.assignments import assignment_apply, assignment_values
-from submissions.intake import submission_create
-from submissions.jobs import job_execute
-from submissions.models import Candidate, Job, TraceRow
+from reviewer.demo import DEMO_DIR
+from submissions.assignments import assignment_values
+from submissions.models import Job, TraceRow
 from submissions.trace_job import trace_hops
 from submissions.trace_verify import redrive
+from tests.conftest import ingest_inline
 
 REPOS = DEMO_DIR / "repos"
 
@@ -35,19 +31,7 @@ def _values(**overrides) -> dict:
 
 
 def _ingest(repo: str, values: dict, stub_url: str = ""):
-    assignment = assignment_apply(values=values)[0]
-    candidate, _ = Candidate.objects.get_or_create(name=f"Trace {repo}")
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
-        s = submission_create(
-            upload=io.BytesIO(zip_tree(REPOS / repo, repo)),
-            filename=f"{repo}.zip",
-            candidate=candidate,
-            assignment=assignment,
-            stub_url=stub_url,
-        ).submission
-        while job := s.jobs.filter(state=Job.State.QUEUED).order_by("pk").first():
-            job_execute(job_id=job.pk)
-    return s, {c.check_id: c for c in s.checks.all()}
+    return ingest_inline(REPOS / repo, values, candidate=f"Trace {repo}", stub_url=stub_url)
 
 
 def _free_port() -> int:
