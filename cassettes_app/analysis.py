@@ -12,8 +12,11 @@ import errno
 import hashlib
 import json
 import os
+import pickle
 import re
 import stat
+import sys
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -52,7 +55,7 @@ from cassettes_app.keys import (
     recompute_key,
 )
 from cassettes_app.providers import Exchange, Message, ToolCall, ToolResult, normalise
-from cassettes_app.secrets import SecretHit
+from cassettes_app.secrets import SecretHit, TextProfile
 
 __all__ = [
     "TEXT_CAP",
@@ -73,6 +76,10 @@ _CHUNK = 1 * MiB
 # threads compare messages.
 _CUT = "\x00cut\x00"  # ASCII, so a cut text stays one byte per character
 _DECODED = {"base64", "gzip", "x-gzip", "deflate", "br"}
+# Formats whose bodies are the file's own JSON strings or a json.dumps of its values, so a
+# body holds no literal its file lacks when the file uses no \u or \/ escape (the only
+# escapes that can spell a letter, a digit or a slash).
+_LITERAL_FORMATS = {"cassette_json", "fixture_json", "agent_log", "trace"}
 
 
 def _utcnow() -> dt.datetime:
@@ -111,6 +118,26 @@ class FileReport:
     size: int
     sha256: str
     result: ParseResult
+    # `secrets.text_profile` of the file's text when every body parsed from it holds only
+    # literals of that text (see `body_profile`); None when that is not known.
+    profile: TextProfile | None = None
+    turns: int = 0  # conversation turns its recordings add (one per model exchange)
+
+    @property
+    def secret_free(self) -> bool:
+        """True when no secret rule can fire on the file, nor on any body parsed from it."""
+        return self.profile is not None and self.profile.empty
+
+    def body_profile(self, body: Body | None = None) -> TextProfile | None:
+        """The profile that `secrets.redact_text` may trust for a body of this file.
+
+        None (redact with every rule) for a body decoded from base64 or a compression, whose
+        bytes are not in the file.
+        """
+        if self.profile is None or body is None:
+            return self.profile
+        notes = set((body.encoding_note or "").split("; "))
+        return None if notes & _DECODED else self.profile
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,30 +378,11 @@ def _shown(text: str) -> tuple[str, bool]:
     return (head, True) if cut else (text, False)
 
 
-class _Interner:
-    """Shares identical strings and messages: each turn's request repeats the whole history."""
-
-    def __init__(self) -> None:
-        self._strings: dict[str, str] = {}
-        self._messages: dict[tuple[str, str], Message] = {}
-
-    def __call__(self, text: str) -> str:
-        if len(text) < 64:
-            return text
-        return self._strings.setdefault(text, text)
-
-    def message(self, message: Message) -> Message:
-        """One shared object per distinct text-only message (threads never mutate them)."""
-        if message.tool_calls or message.tool_results:
-            return message
-        return self._messages.setdefault((message.role, message.text), message)
-
-
-def _compact_call(call: ToolCall, intern: _Interner) -> ToolCall:
+def _compact_call(call: ToolCall) -> ToolCall:
     raw = call.arguments_raw
     args = call.arguments
     if isinstance(raw, str) and len(raw) > TEXT_CAP:
-        raw = intern(_cap(raw))
+        raw = _cap(raw)
         if call.arguments_valid:
             args = raw
     elif call.arguments_valid and not isinstance(args, str | int | float | bool | type(None)):
@@ -383,27 +391,25 @@ def _compact_call(call: ToolCall, intern: _Interner) -> ToolCall:
         except (TypeError, ValueError, RecursionError):
             text = ""
         if len(text) > TEXT_CAP:
-            args = intern(_cap(text))
+            args = _cap(text)
     elif isinstance(args, str) and len(args) > TEXT_CAP:
-        args = intern(_cap(args))
+        args = _cap(args)
     return ToolCall(call.id, call.name, args, raw, call.arguments_valid)
 
 
-def _compact_message(message: Message | None, intern: _Interner) -> Message | None:
+def _compact_message(message: Message | None) -> Message | None:
     """The message without its raw payload, long texts capped (threads compare what is left)."""
     if message is None:
         return None
-    return intern.message(
-        Message(
-            role=message.role,
-            text=intern(_cap(message.text if isinstance(message.text, str) else str(message.text))),
-            tool_calls=[_compact_call(c, intern) for c in message.tool_calls],
-            tool_results=[
-                ToolResult(r.tool_call_id, intern(_cap(str(r.content))), r.is_error, r.name)
-                for r in message.tool_results
-            ],
-            raw=None,
-        )
+    return Message(
+        role=message.role,
+        text=_cap(message.text if isinstance(message.text, str) else str(message.text)),
+        tool_calls=[_compact_call(c) for c in message.tool_calls],
+        tool_results=[
+            ToolResult(r.tool_call_id, _cap(str(r.content)), r.is_error, r.name)
+            for r in message.tool_results
+        ],
+        raw=None,
     )
 
 
@@ -414,22 +420,6 @@ def _small_usage(usage: Any) -> dict[str, Any]:
         return usage if len(json.dumps(usage, default=str)) <= 4096 else {}
     except (TypeError, ValueError, RecursionError):
         return {}
-
-
-def _compact_exchange(ex: Exchange, intern: _Interner) -> Exchange:
-    """The exchange minus raw request/response bodies."""
-    messages = [_compact_message(m, intern) for m in ex.request_messages]
-    return Exchange(
-        provider=ex.provider,
-        model=ex.model,
-        request_messages=[m for m in messages if m is not None],
-        response=_compact_message(ex.response, intern),
-        usage=_small_usage(ex.usage),
-        raw_request=None,
-        raw_response=None,
-        stop_reason=ex.stop_reason,
-        problems=ex.problems[:10],
-    )
 
 
 def _message_dict(message: Message) -> dict[str, Any]:
@@ -469,11 +459,103 @@ def _message_dict(message: Message) -> dict[str, Any]:
     return out
 
 
+# Key parts longer than this are kept as a 128-bit digest: threads only compare keys.
+_KEY_PART_MAX = 32
+
+
+def _key_part(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > _KEY_PART_MAX:
+        return hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    return value
+
+
+def _lean_key(key: tuple) -> tuple:
+    """`threads.message_key` with every long text replaced by its digest.
+
+    Equal keys stay equal and distinct ones distinct (short parts are kept as text, long
+    ones as bytes, so a text can never equal a digest); the role stays first.
+    """
+    role, text, calls, results = key
+    return (
+        _key_part(role),
+        _key_part(text),
+        tuple([(_key_part(name), _key_part(args)) for name, args in calls]),
+        tuple([_key_part(r) for r in results]),
+    )
+
+
+# Entries of the spool's and the key interner's lookup tables before they start afresh.
+# Forgetting costs a second copy of a message on disk, or of a key in memory, never a
+# difference in results; remembering all would grow with the archive.
+_MEMO_MAX = 65_536
+
+
+class _TurnSpool:
+    """What the turns of a conversation show, kept in a temporary file instead of memory.
+
+    Each distinct message (as `_message_dict` renders it) is written once, whatever the
+    number of requests repeating it (within the last _MEMO_MAX distinct ones); an exchange
+    keeps only the offsets of its messages.
+    """
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the analyser
+        self._size = 0
+        self._reading = False
+        self._offsets: dict[bytes, int] = {}
+
+    def _write(self, data: bytes) -> int:
+        if self._reading:
+            self._file.seek(self._size)
+            self._reading = False
+        offset = self._size
+        self._file.write(len(data).to_bytes(8, "little"))
+        self._file.write(data)
+        self._size += 8 + len(data)
+        return offset
+
+    def add(self, value: Any, *, shared: bool = False) -> int:
+        """Store a value; `shared` ones are stored once per distinct content."""
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        if not shared:
+            return self._write(data)
+        digest = hashlib.blake2b(data, digest_size=16).digest()
+        offset = self._offsets.get(digest)
+        if offset is None:
+            if len(self._offsets) >= _MEMO_MAX:
+                self._offsets.clear()
+            offset = self._offsets[digest] = self._write(data)
+        return offset
+
+    def get(self, offset: int) -> Any:
+        """The value stored at `offset` (a fresh copy each time)."""
+        if not self._reading:
+            self._file.flush()
+            self._reading = True
+        self._file.seek(offset)
+        size = int.from_bytes(self._file.read(8), "little")
+        return pickle.loads(self._file.read(size))  # noqa: S301 - our own temporary file
+
+    def close(self) -> None:
+        self._file.close()
+
+
 def _payload(body: Body) -> Any:
     """What providers.normalise reads: parsed JSON when there is some, else the text."""
     if body.json is not None:
         return body.json
     return body.text or None
+
+
+def _literal_bodies(result: ParseResult, data: bytes | None) -> bool:
+    """True when every body of the parse holds only literals of the file's text.
+
+    The formats in _LITERAL_FORMATS take bodies from JSON strings or json.dumps of JSON
+    values; once decoded, an escape can add a literal only if it is \\uXXXX or \\/.
+    """
+    if data is None or result.format not in _LITERAL_FORMATS:
+        return False
+    return b"\\" not in data or (b"\\u" not in data and b"\\/" not in data)
 
 
 # --------------------------------------------------------------------------- the analyser
@@ -490,17 +572,23 @@ class Analyzer:
         self.facts: list[RecordingFacts] = []
         self.hops: list[TraceHop] = []
         self.ledger: list[LedgerEntry] = []
-        self.exchanges: list[tuple[tuple[str, int], Exchange]] = []
+        # (path, interaction index) and the exchange's message keys, for threading; what the
+        # turns show is spooled to a temporary file.
+        self.exchanges: list[tuple[tuple[str, int], threads.KeyedExchange]] = []
         self.key_report = KeyReport()
         self.trace_path: str | None = None
         self.ledger_path: str | None = None
         self.reports: int = 0  # files yielded by files()
+        # Hits from parsed structure, and from the text scan of whole files (merged when read).
         self._hits: dict[tuple[str, str], SecretHit] = {}
+        self._text_hits: dict[tuple[str, str], SecretHit] = {}
+        self._text_scanned: set[str] = set()  # files whose text scan is done
         self._scanned = False
         self._files_done = False
         self._analysed: tuple[list[threads.Thread], list[Any]] | None = None
-        self._intern = _Interner()
         self._skipped: set[str] = set()
+        self._spool: _TurnSpool | None = None
+        self._keys: dict[tuple, tuple] = {}  # one shared object per distinct message key
 
     # -- discovery and parsing --------------------------------------------------------
 
@@ -576,11 +664,16 @@ class Analyzer:
         self.ledger.clear()
         self.exchanges.clear()
         self._hits.clear()
+        self._text_hits.clear()
+        self._text_scanned.clear()
         self._scanned = False
         self._files_done = False
         self._analysed = None
         self._skipped.clear()
-        self._intern = _Interner()
+        self._keys.clear()
+        if self._spool is not None:
+            self._spool.close()
+        self._spool = _TurnSpool()
         self.key_report = KeyReport()
         self.trace_path = self.ledger_path = None
         self.reports = 0
@@ -612,9 +705,15 @@ class Analyzer:
                 )
             else:
                 result = parse_file(rel, data, limits, format_hint=_HINTS[role])
+            profile = self._scan_file(rel, data)
+            if profile is not None and not _literal_bodies(result, data):
+                profile = None
+            exchanges = len(self.exchanges)
             self._absorb(rel, role, data, size, sha, result)
             self.reports += 1
-            report = FileReport(rel, role, size, sha, result)
+            report = FileReport(
+                rel, role, size, sha, result, profile, len(self.exchanges) - exchanges
+            )
             del data, result  # the caller owns the bodies from here on
             yield report
             del report
@@ -667,9 +766,32 @@ class Analyzer:
                 )
                 if exchange.provider == "unknown":
                     continue  # fixtures, plain HTTP: nothing a conversation can be built from
-                self.exchanges.append(
-                    ((rel, interaction.index), _compact_exchange(exchange, self._intern))
-                )
+                self.exchanges.append(((rel, interaction.index), self._keyed(exchange)))
+
+    def _keyed(self, ex: Exchange) -> threads.KeyedExchange:
+        """What threading needs of an exchange (message keys); the rest goes to the spool."""
+        assert self._spool is not None
+        keys = self._keys
+        if len(keys) >= _MEMO_MAX:
+            keys.clear()  # keys already handed out stay shared; new ones start a new table
+        request = [m for m in map(_compact_message, ex.request_messages) if m is not None]
+        response = _compact_message(ex.response)
+        request_keys = []
+        offsets = []
+        for message in request:
+            key = _lean_key(threads.message_key(message))
+            request_keys.append(keys.setdefault(key, key))
+            offsets.append(self._spool.add(_message_dict(message), shared=True))
+        reply = reply_at = None
+        if response is not None:
+            reply = _lean_key(threads.message_key(response))
+            reply = keys.setdefault(reply, reply)
+            reply_at = self._spool.add(_message_dict(response), shared=True)
+        payload = self._spool.add((_small_usage(ex.usage), tuple(offsets), reply_at))
+        model = ex.model
+        if isinstance(model, str):
+            model = sys.intern(model) if len(model) <= 200 else model
+        return threads.KeyedExchange(tuple(request_keys), reply, model, payload)
 
     def _facts(
         self, rel: str, size: int, sha: str, rec: Recording, load_doc: Callable[[], Any]
@@ -739,6 +861,26 @@ class Analyzer:
 
     # -- secrets ---------------------------------------------------------------------
 
+    def _scan_file(self, rel: str, data: bytes | None) -> TextProfile | None:
+        """The tree scan's text scan of one discovered file, done while its bytes are here.
+
+        Returns the text's secrets profile, or None when it was not scanned here (too large,
+        unreadable: `_scan_tree` reads it, or reports it, as for any other file) or is
+        binary.
+        """
+        if data is None or len(data) > self.config.max_scan_file_bytes:
+            return None
+        self._text_scanned.add(rel)
+        if not data or looks_binary(data[:8192]):
+            return None
+        hits, profile = secrets.scan_and_profile(data.decode("utf-8", "replace"), rel)
+        self._add_text_hits(hits)
+        return profile
+
+    def _add_text_hits(self, hits: list[SecretHit]) -> None:
+        for hit in hits:
+            self._text_hits.setdefault((hit.fingerprint, hit.path), hit)
+
     def _add_hits(self, hits: list[SecretHit]) -> None:
         for hit in hits:
             key = (hit.fingerprint, hit.path)
@@ -780,13 +922,22 @@ class Analyzer:
         if not self._scanned:
             self._scan_tree()
             self._scanned = True
-        yield from sorted(self._hits.values(), key=lambda h: (h.path, h.line or 0, h.rule))
+        # As if the text scan came after all structured scans: a structured hit keeps its
+        # context and takes the line and column of the first text hit of the same secret.
+        merged = dict(self._hits)
+        for key, hit in self._text_hits.items():
+            known = merged.get(key)
+            if known is None:
+                merged[key] = hit
+            elif known.line is None and hit.line is not None:
+                merged[key] = replace(known, line=hit.line, column=hit.column)
+        yield from sorted(merged.values(), key=lambda h: (h.path, h.line or 0, h.rule))
 
     def _scan_tree(self) -> None:
         """Scan every regular text file (links never followed) up to max_scan_file_bytes."""
         cap = self.config.max_scan_file_bytes
         for entry in _walk(self.root, []):
-            if entry.kind != "file":
+            if entry.kind != "file" or entry.rel in self._text_scanned:
                 continue
             try:
                 data, size, _ = _read(self.root, entry.rel, cap, hash_large=False)
@@ -807,7 +958,7 @@ class Analyzer:
                 continue
             text = data.decode("utf-8", "replace")
             del data
-            self._add_hits(secrets.scan_text(text, entry.rel))
+            self._add_text_hits(secrets.scan_text(text, entry.rel))
 
     # -- conversations ---------------------------------------------------------------
 
@@ -824,25 +975,53 @@ class Analyzer:
         """(path, interaction index) of requests carrying several unrecorded earlier turns."""
         return list(self._analyse()[1])
 
+    def turn_views(self) -> Iterator[tuple[int, TurnView]]:
+        """Every turn of the rebuilt conversations as (thread index, turn), one at a time.
+
+        Threads come in order, and each thread's turns in order; only the turn being
+        yielded holds its message texts.
+        """
+        for index, thread in enumerate(self._analyse()[0]):
+            for turn in thread.turns:
+                yield index, self._turn_view(turn)
+
+    def _turn_view(self, turn: threads.Turn) -> TurnView:
+        path, interaction_index = turn.exchange_ref
+        if turn.payload is None:  # a plain Exchange (never from files(), kept for callers)
+            new_messages = [_message_dict(m) for m in turn.new_messages]
+            response = _message_dict(turn.response) if turn.response else None
+            usage = dict(turn.usage)
+        else:
+            if self._spool is None:
+                raise RuntimeError("turn texts were dropped by close(); run files() again")
+            usage, offsets, reply_at = self._spool.get(turn.payload)
+            new_messages = [self._spool.get(offset) for offset in offsets[turn.cut :]]
+            response = self._spool.get(reply_at) if reply_at is not None else None
+            usage = dict(usage) if isinstance(usage, dict) else {}
+        return TurnView(
+            index=turn.index,
+            path=path,
+            interaction_index=interaction_index,
+            new_messages=new_messages,
+            response=response,
+            model=turn.model,
+            usage=usage,
+        )
+
+    def close(self) -> None:
+        """Drop the spooled turn texts: turn_views and threads need files() again after."""
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
+
     def threads(self) -> list[ThreadView]:
         """Conversations rebuilt over all recordings' interactions, as plain data."""
-        views: list[ThreadView] = []
-        for index, thread in enumerate(self._analyse()[0]):
-            turns = []
-            for turn in thread.turns:
-                path, interaction_index = turn.exchange_ref
-                turns.append(
-                    TurnView(
-                        index=turn.index,
-                        path=path,
-                        interaction_index=interaction_index,
-                        new_messages=[_message_dict(m) for m in turn.new_messages],
-                        response=_message_dict(turn.response) if turn.response else None,
-                        model=turn.model,
-                        usage=dict(turn.usage),
-                    )
-                )
-            views.append(ThreadView(index, turns, thread.forked_from))
+        views = [
+            ThreadView(index, [], thread.forked_from)
+            for index, thread in enumerate(self._analyse()[0])
+        ]
+        for index, view in self.turn_views():
+            views[index].turns.append(view)
         return views
 
     # -- checks ----------------------------------------------------------------------

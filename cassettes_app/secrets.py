@@ -37,15 +37,18 @@ __all__ = [
     "REDACTED",
     "RULES",
     "SecretHit",
+    "TextProfile",
     "fingerprint",
     "is_placeholder",
     "redact_text",
     "redact_value",
+    "scan_and_profile",
     "scan_headers",
     "scan_json",
     "scan_text",
     "scan_url",
     "shannon_entropy",
+    "text_profile",
 ]
 
 LEAK = "leak"
@@ -452,11 +455,18 @@ _PROVIDERS: tuple[tuple[re.Pattern[str], _Classifier], ...] = (
 )
 
 
-def _provider_spans(text: str, memo: dict[Any, Any] | None = None) -> list[_Span]:
-    """Find provider-shaped keys (and their placeholders) in text."""
+def _provider_spans(
+    text: str, memo: dict[Any, Any] | None = None, only: frozenset[int] | None = None
+) -> list[_Span]:
+    """Find provider-shaped keys (and their placeholders) in text.
+
+    `only`, when given, names the rules worth running (the others cannot match).
+    """
     memo = {} if memo is None else memo
     spans: list[_Span] = []
     for index, (rx, classify) in enumerate(_PROVIDERS):
+        if only is not None and index not in only:
+            continue
         pos = 0
         while m := rx.search(text, pos):
             s0, e0 = m.span()
@@ -714,13 +724,33 @@ _GENERIC_NEEDLES: tuple[str, ...] = (
 assert len(_GENERIC_NEEDLES) == len(_GENERIC)
 
 
+def _finder(needle: str) -> Callable[[str], bool]:
+    """A test for `needle in text`: re's literal search beats str.find for short needles."""
+    if len(needle) == 1:
+        return lambda text: needle in text  # memchr
+    return re.compile(re.escape(needle)).search  # type: ignore[return-value]
+
+
+_GENERIC_FINDERS = tuple(_finder(needle) for needle in _GENERIC_NEEDLES)
+
+
 def _generic_spans(
-    text: str, low: str, redact: bool, memo: dict[Any, Any], limit: int | None = None
+    text: str,
+    low: str,
+    redact: bool,
+    memo: dict[Any, Any],
+    limit: int | None = None,
+    only: frozenset[int] | None = None,
 ) -> list[_Span]:
-    """Find credential values by the names around them (headers, assignments, queries)."""
+    """Find credential values by the names around them (headers, assignments, queries).
+
+    `only`, when given, names the rules worth running (the others cannot match).
+    """
     spans: list[_Span] = []
     for index, (rx, handler, lowered) in enumerate(_GENERIC):
-        if _GENERIC_NEEDLES[index] not in low:
+        if only is not None and index not in only:
+            continue
+        if not _GENERIC_FINDERS[index](low):
             continue
         for m in rx.finditer(low if lowered else text):
             s0, e0 = m.span()
@@ -780,11 +810,126 @@ def _resolve(spans: list[_Span]) -> list[_Span]:
     return out
 
 
-def _find(text: str, *, redact: bool, limit: int | None = None) -> list[_Span]:
-    """Find every provider key and credential value in text, without overlaps."""
+# What each _PROVIDERS pattern cannot match without (case kept): a pattern made only of
+# literals, which a substring of a text matches only where the text does.
+_PROVIDER_NEEDLES: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(needle)
+    for needle in (
+        r"sk-",
+        r"AIza",
+        r"A(?:KIA|SIA|BIA|CCA)",
+        r"gh[pousr]_",
+        r"github_pat_",
+        r"xox[baprse]-",
+        r"hooks\.slack\.com/",
+        r"eyJ",
+        r"-----BEGIN ",
+        r"hf_",
+        r"k_live_",
+    )
+)
+assert len(_PROVIDER_NEEDLES) == len(_PROVIDERS)
+
+# The needles grouped by a character each of them holds, as patterns anchored on that
+# character (looking back or ahead from it). One pass per group finds every place where
+# some needle of the group occurs; a group whose character is missing (memchr finds that
+# out at once) costs nothing.
+_PROVIDER_GROUPS: tuple[tuple[str, tuple[tuple[int, str], ...]], ...] = (
+    ("-", ((0, r"-(?<=sk-)"), (5, r"-(?<=xox[baprse]-)"), (8, r"-(?=----BEGIN )"))),
+    (
+        "_",
+        (
+            (3, r"_(?<=gh[pousr]_)"),
+            (4, r"_(?<=github_pat_)"),
+            (9, r"_(?<=hf_)"),
+            (10, r"_(?<=k_live_)"),
+        ),
+    ),
+    ("A", ((1, r"A(?=Iza)"), (2, r"A(?=KIA|SIA|BIA|CCA)"))),
+    ("/", ((6, r"/(?<=hooks\.slack\.com/)"),)),
+    ("J", ((7, r"J(?<=eyJ)"),)),
+)
+assert sorted(i for _, group in _PROVIDER_GROUPS for i, _ in group) == list(range(len(_PROVIDERS)))
+# Per group: the gate, one pattern for any needle of it, and each needle's own pattern.
+_PROVIDER_FINDERS = tuple(
+    (
+        gate,
+        re.compile("|".join(pattern for _, pattern in group)),
+        tuple((i, re.compile(pattern)) for i, pattern in group),
+    )
+    for gate, group in _PROVIDER_GROUPS
+)
+
+
+def _providers_present(text: str) -> frozenset[int]:
+    """Indices of the _PROVIDER_NEEDLES found in text (each group in one pass)."""
+    found: set[int] = set()
+    for gate, any_needle, needles in _PROVIDER_FINDERS:
+        if gate not in text:
+            continue
+        for match in any_needle.finditer(text):
+            # Several needles may share this anchor (xoxb-----BEGIN): try each of them here.
+            at = match.start()
+            found.update(i for i, needle in needles if needle.match(text, at))
+            if all(i in found for i, _ in needles):
+                break
+    return frozenset(found)
+
+
+class TextProfile(NamedTuple):
+    """Which rules could fire on a text, or on any piece of it, by the literals it holds.
+
+    Every rule needs its literal (a provider prefix such as ``sk-``, or a name such as
+    ``token`` in the lowercased text), so a rule whose literal is missing from a text
+    matches nowhere in it, nor in any substring of it. Profiling a file once lets its scan
+    and the redaction of every body cut from it skip those rules. A text with an empty
+    profile holds no secret and needs no redaction.
+    """
+
+    providers: frozenset[int]  # indices into _PROVIDERS
+    generic: frozenset[int]  # indices into _GENERIC
+
+    @property
+    def empty(self) -> bool:
+        """True when no rule can fire: nothing to find, nothing to redact."""
+        return not self.providers and not self.generic
+
+
+def _profile(text: str) -> tuple[TextProfile, str]:
+    """The profile of text, and its lowercased copy (str.lower, so a superset of literals)."""
+    providers = _providers_present(text)
+    # str.lower maps each character on its own (final sigma aside, never ASCII), so a name
+    # found by _ascii_lower in any piece of this text is also found in this copy.
+    low = text.lower()
+    generic = frozenset(i for i, found in enumerate(_GENERIC_FINDERS) if found(low))
+    return TextProfile(providers, generic), low
+
+
+def text_profile(text: str) -> TextProfile:
+    """The rules that could fire on text or on any substring of it (see TextProfile)."""
+    return _profile(_as_text(text))[0]
+
+
+def _find(
+    text: str,
+    *,
+    redact: bool,
+    limit: int | None = None,
+    profile: TextProfile | None = None,
+    low: str | None = None,
+) -> list[_Span]:
+    """Find every provider key and credential value in text, without overlaps.
+
+    `profile`, when given, is that of text or of a text that holds it literally: rules it
+    rules out are not run (they could not match). `low` is `_ascii_lower(text)` if known.
+    """
     memo: dict[Any, Any] = {}
-    spans = _provider_spans(text, memo)
-    spans.extend(_generic_spans(text, _ascii_lower(text), redact, memo, limit))
+    spans = _provider_spans(text, memo, None if profile is None else profile.providers)
+    if profile is None or profile.generic:
+        if low is None:
+            low = _ascii_lower(text)
+        generic = None if profile is None else profile.generic
+        spans.extend(_generic_spans(text, low, redact, memo, limit, generic))
     return _resolve(spans)
 
 
@@ -815,12 +960,31 @@ def _hit(
 # ------------------------------------------------------------------ public API
 
 
-def scan_text(text: str, path: str, *, start_line: int = 1) -> list[SecretHit]:
-    """Scan free text (repo files, bodies, logs) for keys and credential values."""
+def scan_text(
+    text: str, path: str, *, start_line: int = 1, profile: TextProfile | None = None
+) -> list[SecretHit]:
+    """Scan free text (repo files, bodies, logs) for keys and credential values.
+
+    `profile` (optional) is `text_profile` of text or of a text holding it literally.
+    """
+    return _scan_text(_as_text(text), path, start_line, profile, None)
+
+
+def scan_and_profile(text: str, path: str) -> tuple[list[SecretHit], TextProfile]:
+    """`scan_text(text, path)` and `text_profile(text)`, sharing the work of both."""
     text = _as_text(text)
+    profile, low = _profile(text)
+    # _ascii_lower is str.lower whenever that keeps the length.
+    hits = _scan_text(text, path, 1, profile, low if len(low) == len(text) else None)
+    return hits, profile
+
+
+def _scan_text(
+    text: str, path: str, start_line: int, profile: TextProfile | None, low: str | None
+) -> list[SecretHit]:
     hits: list[SecretHit] = []
     line, pos, line_start = start_line, 0, 0
-    for s in _find(text, redact=False, limit=MAX_HITS)[:MAX_HITS]:
+    for s in _find(text, redact=False, limit=MAX_HITS, profile=profile, low=low)[:MAX_HITS]:
         newlines = text.count("\n", pos, s.start)
         if newlines:
             line += newlines
@@ -1107,12 +1271,19 @@ def scan_json(value: Any, path: str, *, line: int | None = None) -> list[SecretH
     return hits
 
 
-def redact_text(text: str) -> str:
-    """Replace every key and credential value in text with its redacted form."""
+def redact_text(text: str, *, profile: TextProfile | None = None) -> str:
+    """Replace every key and credential value in text with its redacted form.
+
+    `profile` (optional) is `text_profile` of text or of a text holding it literally (say,
+    the file a body was cut from): rules it rules out are skipped, and an empty profile
+    returns text as is.
+    """
     if not text:
         return text
     text = _as_text(text)
-    spans = [s for s in _find(text, redact=True) if s.status == LEAK]
+    if profile is not None and profile.empty:
+        return text
+    spans = [s for s in _find(text, redact=True, profile=profile) if s.status == LEAK]
     if not spans:
         return text
     out: list[str] = []

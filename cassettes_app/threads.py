@@ -13,7 +13,15 @@ from typing import Any
 
 from cassettes_app.providers import Exchange, Message, ToolCall
 
-__all__ = ["Thread", "Turn", "analyse", "build_threads", "message_key", "multi_turn_blobs"]
+__all__ = [
+    "KeyedExchange",
+    "Thread",
+    "Turn",
+    "analyse",
+    "build_threads",
+    "message_key",
+    "multi_turn_blobs",
+]
 
 
 @dataclass(slots=True)
@@ -26,6 +34,24 @@ class Turn:
     response: Message | None
     model: str | None
     usage: dict
+    cut: int = 0  # where new_messages start in the exchange's request
+    payload: Any = None  # a KeyedExchange's payload: the caller resolves the messages from it
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedExchange:
+    """An exchange reduced to what chaining needs: the message keys, computed by the caller.
+
+    `request_keys` and `reply_key` stand in for `message_key` of the request messages and of
+    the response; any form works as long as equal messages get equal keys and the role
+    stays first. Its turns carry no messages: `Turn.cut` and `Turn.payload` tell the caller
+    which of its own copies to show.
+    """
+
+    request_keys: tuple[tuple, ...]
+    reply_key: tuple | None
+    model: str | None = None
+    payload: Any = None
 
 
 @dataclass(slots=True)
@@ -98,7 +124,7 @@ class _Node:
     """Per-exchange data for chaining."""
 
     ref: Any
-    exchange: Exchange | None
+    exchange: Exchange | KeyedExchange | None
     keys: list[tuple]  # message_key of every request message
     prefix: list[int]  # prefix[k] = rolling hash of keys[:k]
     reply: tuple | None  # message_key of the response
@@ -107,7 +133,7 @@ class _Node:
 class _Index:
     """Hash tables that find, for a request, the earlier exchanges it continues."""
 
-    def __init__(self, exchanges: Sequence[tuple[Any, Exchange | None]]) -> None:
+    def __init__(self, exchanges: Sequence[tuple[Any, Exchange | KeyedExchange | None]]) -> None:
         """Hash every request prefix once; index each exchange by what a successor starts with."""
         self.nodes: list[_Node] = []
         # hash(request + response) -> exchanges; a successor's request starts with exactly that
@@ -115,16 +141,20 @@ class _Index:
         # hash(request) of exchanges without a recorded response; the reply is unknown
         self.open: dict[int, list[int]] = {}
         for i, (ref, ex) in enumerate(exchanges):
-            msgs = ex.request_messages if isinstance(ex, Exchange) else []
-            keys = [message_key(m) for m in msgs]
+            reply = None
+            if isinstance(ex, KeyedExchange):
+                keys = list(ex.request_keys)
+                reply = ex.reply_key
+            else:
+                msgs = ex.request_messages if isinstance(ex, Exchange) else []
+                keys = [message_key(m) for m in msgs]
+                if isinstance(ex, Exchange) and ex.response is not None:
+                    reply = message_key(ex.response)
             prefix = [_SEED]
             h = _SEED
             for key in keys:
                 h = hash((h, key))
                 prefix.append(h)
-            reply = None
-            if isinstance(ex, Exchange) and ex.response is not None:
-                reply = message_key(ex.response)
             self.nodes.append(_Node(ref, ex, keys, prefix, reply))
             if not keys:
                 continue  # an empty request cannot be the start of anything
@@ -162,14 +192,15 @@ class _Index:
         return None, 0
 
 
-def _as_pairs(exchanges: Iterable[Any]) -> list[tuple[Any, Exchange | None]]:
-    """Accept (ref, Exchange) pairs, tolerating bare exchanges (ref = position)."""
-    pairs: list[tuple[Any, Exchange | None]] = []
+def _as_pairs(exchanges: Iterable[Any]) -> list[tuple[Any, Exchange | KeyedExchange | None]]:
+    """Accept (ref, exchange) pairs, tolerating bare exchanges (ref = position)."""
+    pairs: list[tuple[Any, Exchange | KeyedExchange | None]] = []
     for pos, item in enumerate(exchanges):
-        if isinstance(item, Exchange):
+        if isinstance(item, Exchange | KeyedExchange):
             pairs.append((pos, item))
         elif isinstance(item, tuple) and len(item) == 2:
-            pairs.append((item[0], item[1] if isinstance(item[1], Exchange) else None))
+            ex = item[1] if isinstance(item[1], Exchange | KeyedExchange) else None
+            pairs.append((item[0], ex))
         else:
             pairs.append((pos, None))
     return pairs
@@ -221,9 +252,17 @@ def _threads(
         ex = node.exchange
         if ex is None:
             return Turn(depth, node.ref, [], None, None, {})
+        if isinstance(ex, KeyedExchange):
+            return Turn(depth, node.ref, [], None, ex.model, {}, cut[i], ex.payload)
         usage = dict(ex.usage) if isinstance(ex.usage, dict) else {}
         return Turn(
-            depth, node.ref, list(ex.request_messages[cut[i] :]), ex.response, ex.model, usage
+            depth,
+            node.ref,
+            list(ex.request_messages[cut[i] :]),
+            ex.response,
+            ex.model,
+            usage,
+            cut[i],
         )
 
     threads: list[Thread] = []

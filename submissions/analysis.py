@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils.dateparse import parse_datetime
 
 from cassettes_app.analysis import AnalysisConfig, Analyzer, FileReport
@@ -21,7 +22,8 @@ from cassettes_app.checks.trace import (
     trace_tool_calls_reach_stub,
 )
 from cassettes_app.formats.base import Body
-from submissions.blobs import BlobWriter
+from cassettes_app.secrets import TextProfile
+from submissions.blobs import BlobWriter, bulk_insert
 from submissions.intake import submission_tree
 from submissions.jobs import Outcome, Progress, handler
 from submissions.models import (
@@ -39,6 +41,8 @@ from submissions.redact import redact_header, redact_text
 log = logging.getLogger(__name__)
 
 _BATCH = 1000
+# Characters of message text queued in Turn rows before they are written.
+_TURN_BATCH_CHARS = 4_000_000
 
 
 def analysis_config(submission: Submission) -> AnalysisConfig:
@@ -77,7 +81,9 @@ def _when(raw: str | None) -> dt.datetime | None:
     return parsed
 
 
-def _body_blob(writer: BlobWriter, body: Body | None) -> str | None:
+def _body_blob(
+    writer: BlobWriter, body: Body | None, profile: TextProfile | None = None
+) -> str | None:
     if body is None or not body.data:
         return None
     return writer.add(
@@ -85,10 +91,11 @@ def _body_blob(writer: BlobWriter, body: Body | None) -> str | None:
         content_type=body.content_type or "",
         is_binary=body.is_binary,
         truncated=body.truncated,
+        profile=profile,
     )
 
 
-def _json_blob(writer: BlobWriter, value: Any) -> str | None:
+def _json_blob(writer: BlobWriter, value: Any, profile: TextProfile | None = None) -> str | None:
     import json
 
     if value is None:
@@ -96,7 +103,7 @@ def _json_blob(writer: BlobWriter, value: Any) -> str | None:
     if isinstance(value, bytes | bytearray):
         return writer.add(bytes(value))
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return writer.add(text.encode("utf-8"), content_type="application/json")
+    return writer.add(text.encode("utf-8"), content_type="application/json", profile=profile)
 
 
 class _Store:
@@ -112,10 +119,15 @@ class _Store:
         self.interactions: list[tuple[Recording, Interaction]] = []
         self.rows: list[tuple[Recording, TraceRow]] = []
         self.by_path: dict[str, int] = {}
+        # Turns each path's recordings add (one per exchange), written with its first
+        # recording; checked against the turns actually stored.
+        self.turn_counts: dict[str, int] = {}
+        self.report: FileReport | None = None  # the file being queued
 
     def file(self, report: FileReport) -> None:
         """Queue one parsed file's rows; bodies go to the blob writer and are dropped."""
         result = report.result
+        self.report = report
         first: Recording | None = None
         for parsed in result.recordings or [None]:
             rec = Recording(
@@ -139,8 +151,12 @@ class _Store:
             self.recordings.append(rec)
             first = first or rec
         assert first is not None
+        if report.turns and len(report.path) <= 1024:  # a longer path gets no turn rows
+            first.turn_count = report.turns
+            self.turn_counts[report.path] = report.turns
         for hop in result.hops:
             self.rows.append((first, self._row(hop)))
+        self.report = None
         if len(self.recordings) + len(self.interactions) + len(self.rows) >= _BATCH:
             self.flush()
 
@@ -152,8 +168,8 @@ class _Store:
             status=inter.status if _http_status(inter.status) else None,
             request_headers=_headers(inter.request_headers),
             response_headers=_headers(inter.response_headers),
-            request_blob_id=_body_blob(self.blobs, inter.request_body),
-            response_blob_id=_body_blob(self.blobs, inter.response_body),
+            request_blob_id=self._body(inter.request_body),
+            response_blob_id=self._body(inter.response_body),
             recorded_at_raw=(inter.recorded_at or "")[:100],
             duration_ms=inter.duration_ms,
         )
@@ -168,9 +184,16 @@ class _Store:
             trace_id=str(hop.trace_id or "")[:200],
             idempotency_key=str(hop.idempotency_key or "")[:200],
             request_headers=_headers(hop.request_headers),
-            request_blob_id=_json_blob(self.blobs, hop.req),
-            response_blob_id=_json_blob(self.blobs, hop.resp),
+            request_blob_id=_json_blob(self.blobs, hop.req, self._profile()),
+            response_blob_id=_json_blob(self.blobs, hop.resp, self._profile()),
         )
+
+    def _profile(self, body: Body | None = None) -> TextProfile | None:
+        """What the redactor may trust for a body of the file being queued."""
+        return self.report.body_profile(body) if self.report is not None else None
+
+    def _body(self, body: Body | None) -> str | None:
+        return _body_blob(self.blobs, body, self._profile(body))
 
     def flush(self) -> None:
         """Insert everything queued: blobs first (rows reference them), then recordings."""
@@ -278,9 +301,46 @@ def _next_jobs(submission: Submission) -> None:
         job_create(submission=submission, kind=Job.Kind.PROBE)
 
 
+@contextmanager
+def _unlogged_queries() -> Iterator[None]:
+    """Run without Django's DEBUG query log, unless something asked for it explicitly.
+
+    With DEBUG on, every query is kept in `connection.queries` with its parameters quoted
+    into the SQL text: for this job that is every body of the submission, hex-encoded, held
+    until the job ends. A test capturing queries sets `force_debug_cursor` and still sees
+    them.
+    """
+    if not connection.queries_logged or connection.force_debug_cursor:
+        yield
+        return
+    connection.make_debug_cursor = connection.make_cursor  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del connection.make_debug_cursor
+
+
+def _turn_chars(turn: Any) -> int:
+    """Roughly how much text a turn row carries (to size Turn batches)."""
+    total = 0
+    for message in [*turn.new_messages, turn.response or {}]:
+        total += len(message.get("text") or "")
+        for result in message.get("tool_results") or ():
+            total += len(result.get("content") or "")
+        for call in message.get("tool_calls") or ():
+            args = call.get("arguments")
+            total += len(args) if isinstance(args, str) else 64
+    return total
+
+
 @handler(Job.Kind.ANALYSIS)
 def analysis_run(job: Job, progress: Progress) -> Outcome:
     """Parse every recording of the submission, store it, and write the static checks."""
+    with _unlogged_queries():
+        return _analysis(job, progress)
+
+
+def _analysis(job: Job, progress: Progress) -> Outcome:
     submission = job.submission
     progress.step("unpack", 2)
     tree = submission_tree(submission)
@@ -301,38 +361,44 @@ def analysis_run(job: Job, progress: Progress) -> Outcome:
     progress.step("secrets", 65)
     hits = list(analyzer.secret_hits())
     progress.step("conversations", 75)
-    turns_per_recording: dict[str, int] = {}
+    # Turns stream out of the analyser and are written in batches bounded by count and text.
+    counted: dict[str, int] = {}
     turns: list[Turn] = []
-    for thread in analyzer.threads():
-        for turn in thread.turns:
-            rec_id = store.by_path.get(turn.path)
-            turns_per_recording[turn.path] = turns_per_recording.get(turn.path, 0) + 1
-            turns.append(
-                Turn(
-                    submission=submission,
-                    thread=thread.index,
-                    index=turn.index,
-                    recording_id=rec_id,
-                    interaction_index=turn.interaction_index,
-                    model=(turn.model or "")[:200],
-                    new_messages=turn.new_messages,
-                    response=turn.response,
-                    usage=turn.usage or {},
-                )
+    chars = 0
+    for thread_index, turn in analyzer.turn_views():
+        counted[turn.path] = counted.get(turn.path, 0) + 1
+        turns.append(
+            Turn(
+                submission=submission,
+                thread=thread_index,
+                index=turn.index,
+                recording_id=store.by_path.get(turn.path),
+                interaction_index=turn.interaction_index,
+                model=(turn.model or "")[:200],
+                new_messages=turn.new_messages,
+                response=turn.response,
+                usage=turn.usage or {},
             )
-            if len(turns) >= _BATCH:
-                Turn.objects.bulk_create(turns)
-                turns.clear()
-    Turn.objects.bulk_create(turns)
-    Recording.objects.bulk_update(
-        [
-            Recording(pk=store.by_path[path], turn_count=n)
-            for path, n in turns_per_recording.items()
-            if path in store.by_path
-        ],
-        ["turn_count"],
-        batch_size=_BATCH,
-    )
+        )
+        chars += _turn_chars(turn)
+        if len(turns) >= _BATCH or chars >= _TURN_BATCH_CHARS:
+            bulk_insert(Turn, turns)
+            turns.clear()
+            chars = 0
+    bulk_insert(Turn, turns)
+    del turns
+    analyzer.close()
+    # Recordings were written with the turn count their exchanges add (each exchange is one
+    # turn); correct any that the threads do not bear out.
+    expected = store.turn_counts
+    stale = {p: n for p, n in counted.items() if p in store.by_path and expected.get(p) != n}
+    stale.update({p: 0 for p in expected if p not in counted and p in store.by_path})
+    if stale:
+        Recording.objects.bulk_update(
+            [Recording(pk=store.by_path[p], turn_count=n) for p, n in stale.items()],
+            ["turn_count"],
+            batch_size=_BATCH,
+        )
 
     progress.step("checks", 90)
     outcomes = analyzer.checks() + _extra_checks(analyzer, submission)

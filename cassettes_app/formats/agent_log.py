@@ -40,6 +40,7 @@ def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> Parse
 
 def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> None:
     recording = Recording(path=path, format=NAME)
+    ascii_values = bodies.ascii_json(data)
     for line, obj, error in safeload.iter_jsonl(data, limits):
         if error is not None:
             result.findings.append(Finding("bad_line", "warn", path, line, error))
@@ -50,7 +51,9 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
             )
             continue
         if "request" in obj and "response" in obj:
-            interaction = _interaction(len(recording.interactions), line, obj, limits, result, path)
+            interaction = _interaction(
+                len(recording.interactions), line, obj, limits, result, path, ascii_values
+            )
             recording.interactions.append(interaction)
             recording.recorded_at = recording.recorded_at or interaction.recorded_at
             continue
@@ -76,11 +79,16 @@ def _interaction(
     limits: ParseLimits,
     result: ParseResult,
     path: str,
+    ascii_values: bool = False,
 ) -> Interaction:
     request_headers, _ = header_pairs(obj.get("request_headers"))
     response_headers, _ = header_pairs(obj.get("response_headers"))
-    request_body = bodies.decode_body(_payload(obj["request"]), request_headers, limits)
-    response_body = bodies.decode_body(_payload(obj["response"]), response_headers, limits)
+    request_body = bodies.decode_body(
+        _payload(obj["request"]), request_headers, limits, ascii_values=ascii_values
+    )
+    response_body = bodies.decode_body(
+        _payload(obj["response"]), response_headers, limits, ascii_values=ascii_values
+    )
     result.findings += body_findings(path, line, "request", request_body)
     result.findings += body_findings(path, line, "response", response_body)
     recorded_at = next(

@@ -63,8 +63,13 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
 
     request_headers, _ = header_pairs(doc.get("request_headers"))
     response_headers, _ = header_pairs(doc.get("response_headers"))
-    request_body = bodies.decode_body(_payload(doc.get("request")), request_headers, limits)
-    response_body = bodies.decode_body(_payload(doc.get("response")), response_headers, limits)
+    ascii_values = bodies.ascii_json(data)
+    request_body = bodies.decode_body(
+        _payload(doc.get("request")), request_headers, limits, ascii_values=ascii_values
+    )
+    response_body = bodies.decode_body(
+        _payload(doc.get("response")), response_headers, limits, ascii_values=ascii_values
+    )
     url = as_text_or_none(doc.get("url") or doc.get("endpoint"))
     interaction = Interaction(
         index=0,

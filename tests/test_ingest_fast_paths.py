@@ -1,0 +1,352 @@
+"""The analysis job's shortcuts give the results the long way gives.
+
+Secret profiles (a rule whose literal a file lacks is skipped for the file and its bodies),
+the text scan of recordings done while parsing, turn texts spooled to disk, turn counts
+written with their recordings, and bounded INSERT statement shapes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from cassettes_app import secrets
+from cassettes_app.analysis import AnalysisConfig, Analyzer
+from cassettes_app.bodies import ascii_json, decode_body
+from cassettes_app.keys import recompute_key
+from submissions.assignments import assignment_values
+from submissions.blobs import blob_read
+from submissions.models import Blob, Interaction, Recording, Turn
+from tests.conftest import ingest_inline
+
+NOW = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
+VOLATILE = ("user", "request_id", "id", "created")
+KEY = "sk-proj-" + "Zx8Qw3Er5Ty7Ui9Op1As2Df4Gh6Jk8Lz0Xc3Vb5Nm7Qa9Ws2Ed4Rf6Tg8Yh"
+GH = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+SAMPLES = [
+    "",
+    "plain words only, nothing to see",
+    f"my key is {KEY} please",
+    f"token: {GH}\nnext line",
+    "Authorization: Bearer abcdefghijklmnopqrstuvwx12345",
+    'api_key = "Qm9vbGVhbjEyMzQ1Njc4OTA"',
+    "password: hunter22 and pwd=s3cr3tV4lu3",
+    "cookie: sid=abcdefgh12345678; theme=dark",
+    "see https://user:pa55word@example.com/x?key=AbCdEf123456&sig=zz",
+    "hooks.slack.com/services/T0000000/B0000000/abcdefghijklmnopqrstuvwx",
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA" + "x1Y2z3" * 20 + "\n-----END RSA",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abcdefghijklmnop",
+    "AKIAIOSFODNN7EXAMPLE AKIAQWERTYUIOPASDFGH",
+    "xoxb-123456789012-abcdefghijklmnop hf_abcdefghijklmnopqrstuvwxyzABCDEFGH",
+    "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
+    "\u212aey: T\u212aoken=zzzzzzzzzzzzzzzzzzzzzzzz İstanbul",  # Kelvin sign lowers to k
+    "secret_token=ab" * 30,
+]
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+def test_a_profiled_scan_finds_what_the_plain_scan_finds(text: str) -> None:
+    hits, profile = secrets.scan_and_profile(text, "f.txt")
+    assert hits == secrets.scan_text(text, "f.txt")
+    assert secrets.scan_text(text, "f.txt", profile=profile) == hits
+    assert secrets.redact_text(text, profile=profile) == secrets.redact_text(text)
+    if profile.empty:
+        assert not hits and secrets.redact_text(text) == text
+
+
+def _file_and_bodies(value: object, *, indent: int | None = None) -> tuple[str, list[str]]:
+    """A cassette file's text and its bodies as the parser re-serialises them."""
+    doc = {"key": "k", "request": value, "response": {"choices": [value]}}
+    text = json.dumps(doc, indent=indent)
+    return text, [json.dumps(doc["request"], ensure_ascii=False), json.dumps(doc["response"])]
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+@pytest.mark.parametrize("text", SAMPLES)
+def test_a_body_redacted_with_its_files_profile_is_redacted_in_full(
+    text: str, indent: int | None
+) -> None:
+    file_text, bodies = _file_and_bodies({"messages": [{"content": text}], "token": text[:30]})
+    profile = secrets.text_profile(file_text)
+    for body in bodies:
+        assert secrets.redact_text(body, profile=profile) == secrets.redact_text(body)
+
+
+def test_a_pretty_printed_credential_the_file_scan_misses_is_still_redacted() -> None:
+    # `"token":` then a newline: the file's text has no `token: value` on one line, the
+    # re-serialised body does. The profile only says `token` occurs, which it does.
+    file_text = json.dumps({"request": {"token": "Zq8s7Hk2Lm4Np6Rt9Vw3"}}, indent=4)
+    file_text = file_text.replace('"token": ', '"token":\n            ')
+    body = json.dumps(json.loads(file_text)["request"])
+    assert secrets.scan_text(file_text, "f.json") == []
+    redacted = secrets.redact_text(body, profile=secrets.text_profile(file_text))
+    assert "Zq8s7Hk2Lm4Np6Rt9Vw3" not in redacted
+    assert redacted == secrets.redact_text(body)
+
+
+def test_an_empty_profile_means_no_rule_can_fire() -> None:
+    profile = secrets.text_profile("w1 w2 w3 plain words")
+    assert profile.empty
+    assert secrets.redact_text(f"{KEY}", profile=profile) == KEY  # trusted: caller's promise
+    assert not secrets.text_profile(KEY).empty
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a": "plain", "b": [1, 2.5, true, null]}',
+        b'{"a": "tab\\there \\"quoted\\" back\\\\slash \\/ slash"}',
+    ],
+)
+def test_ascii_sources_serialise_the_same_on_the_fast_path(raw: bytes) -> None:
+    value = json.loads(raw)
+    assert ascii_json(raw)
+    fast = decode_body(value, None, ascii_values=True)
+    assert fast == decode_body(value, None)
+
+
+@pytest.mark.parametrize(
+    "raw", ['{"a": "caf\u00e9"}'.encode(), b'{"a": "\\u00e9"}', b'{"a": "del\x7f"}']
+)
+def test_sources_that_may_hold_other_characters_are_not_ascii(raw: bytes) -> None:
+    assert not ascii_json(raw)
+
+
+# --------------------------------------------------------------------------- the analyser
+
+
+def _cassette(text: str, i: int = 0, **extra: object) -> dict:
+    req = {"model": "gpt-4o-mini-2024-07-18", "messages": [{"role": "user", "content": text}]}
+    resp = {
+        "id": f"c{i}",
+        "object": "chat.completion",
+        "model": "gpt-4o-mini-2024-07-18",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": f"ok {i}"}}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+    doc = {"key": recompute_key(req, VOLATILE), "request": req, "response": resp}
+    doc.update(extra)
+    return doc
+
+
+def _analyzer(root: Path) -> Analyzer:
+    return Analyzer(root, AnalysisConfig(recording_globs=("cassettes/*",), now=NOW))
+
+
+def test_file_reports_carry_a_profile_only_when_bodies_are_literal(tmp_path: Path) -> None:
+    folder = tmp_path / "cassettes"
+    folder.mkdir()
+    (folder / "clean.json").write_text(json.dumps(_cassette("hello", 1)))
+    (folder / "keyed.json").write_text(json.dumps(_cassette(f"use {KEY}", 2)))
+    escaped = json.dumps(_cassette("x", 3)).replace('"ok 3"', '"\\u006fk 3"')
+    (folder / "escaped.json").write_text(escaped)
+    (folder / "slash.json").write_text(json.dumps(_cassette("a/b", 4)).replace("/", "\\/"))
+    (folder / "zipped.json.gz").write_bytes(gzip.compress(json.dumps(_cassette("z", 5)).encode()))
+    reports = {r.path.split("/")[-1]: r for r in _analyzer(tmp_path).files()}
+    assert reports["clean.json"].profile is not None
+    assert reports["keyed.json"].profile is not None
+    assert not reports["keyed.json"].secret_free
+    assert 0 in reports["keyed.json"].profile.providers  # sk-
+    assert reports["escaped.json"].profile is None
+    assert reports["slash.json"].profile is None
+    assert reports["zipped.json.gz"].profile is None
+    assert all(r.turns == 1 for r in reports.values())
+
+
+def test_a_secret_in_structure_and_text_keeps_its_context_and_gains_a_line(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "cassettes"
+    folder.mkdir()
+    doc = _cassette("hi", request_headers={"Authorization": f"Bearer {KEY}"})
+    (folder / "a.json").write_text(json.dumps(doc, indent=2))
+    analyzer = _analyzer(tmp_path)
+    for _ in analyzer.files():
+        pass
+    (hit,) = [h for h in analyzer.secret_hits() if h.rule == "openai-api-key"]
+    assert hit.context == "request header Authorization"
+    assert hit.line is not None and hit.line > 1
+
+
+def test_turn_views_stream_what_threads_return(tmp_path: Path) -> None:
+    folder = tmp_path / "cassettes"
+    folder.mkdir()
+    history = [{"role": "user", "content": "first"}]
+    for i in range(4):
+        doc = _cassette("", i)
+        doc["request"]["messages"] = list(history)
+        doc["key"] = recompute_key(doc["request"], VOLATILE)
+        (folder / f"{i}.json").write_text(json.dumps(doc))
+        history += [
+            {"role": "assistant", "content": f"ok {i}"},
+            {"role": "user", "content": "y" * 40},
+        ]
+    analyzer = _analyzer(tmp_path)
+    for _ in analyzer.files():
+        pass
+    threads = analyzer.threads()
+    streamed = list(analyzer.turn_views())
+    assert [t for _, t in streamed] == [turn for thread in threads for turn in thread.turns]
+    assert [len(t.turns) for t in threads] == [4]
+    assert [m["role"] for m in threads[0].turns[1].new_messages] == ["user"]
+    # Only digests and short texts stay in memory for chaining.
+    for _, exchange in analyzer.exchanges:
+        for key in (*exchange.request_keys, exchange.reply_key):
+            assert not any(isinstance(part, str) and len(part) > 32 for part in key[:2])
+    analyzer.close()
+    with pytest.raises(RuntimeError):
+        list(analyzer.turn_views())
+
+
+# --------------------------------------------------------------------------- the job
+
+
+def _ingest(files: dict[str, str]):
+    values = assignment_values({"slug": "fast-paths", "title": "Fast paths", "replay_command": ""})
+    return ingest_inline(files, values)
+
+
+def test_the_job_redacts_bodies_and_counts_turns_as_before(db: None) -> None:
+    pretty = json.dumps(_cassette("tell me", 1, extra={"token": "Zq8s7Hk2Lm4Np6Rt9Vw3"}), indent=4)
+    pretty = pretty.replace('"token": ', '"token":\n        ')
+    doc = _cassette("hi", 2)
+    doc["request"]["token"] = "Zq8s7Hk2Lm4Np6Rt9Vw3"
+    files = {
+        "README.md": "# x\n",
+        "cassettes/a.json": json.dumps(_cassette(f"use {KEY} now", 0)),
+        "cassettes/b.json": json.dumps(doc, indent=4).replace(
+            '"token": ', '"token":\n            '
+        ),
+        "cassettes/c.json": pretty,
+    }
+    submission, _ = _ingest(files)
+    recordings = Recording.objects.filter(submission=submission)
+    assert recordings.count() == 3
+    for recording in recordings:
+        assert recording.turn_count == Turn.objects.filter(recording=recording).count() == 1
+    stored = b"".join(
+        blob_read(Blob.objects.get(pk=sha))
+        for inter in Interaction.objects.filter(recording__submission=submission)
+        for sha in (inter.request_blob_id, inter.response_blob_id)
+        if sha
+    )
+    assert KEY.encode() not in stored
+    assert b"Zq8s7Hk2Lm4Np6Rt9Vw3" not in stored
+
+
+def test_the_job_keeps_no_debug_query_log_unless_asked(db: None, settings) -> None:
+    settings.DEBUG = True
+    body = "x" * 5000
+    connection.queries_log.clear()
+    submission, _ = _ingest({"README.md": "# x\n", "cassettes/a.json": json.dumps(_cassette(body))})
+    assert Turn.objects.filter(submission=submission).count() == 1
+    assert connection.queries_log  # the rest of the work is still logged
+    assert not any(body in q["sql"] for q in connection.queries_log)
+    other = {"README.md": "# y\n", "cassettes/b.json": json.dumps(_cassette("y" * 5000))}
+    with CaptureQueriesContext(connection) as captured:  # asked for: every query is kept
+        _ingest(other)
+    assert any("submissions_blob" in q["sql"] for q in captured.captured_queries)
+
+
+# --------------------------------------------------------------------------- safe JSON
+
+
+@pytest.mark.parametrize("depth", [199, 200, 201])
+def test_the_depth_limit_holds_through_mixed_nesting(depth: int) -> None:
+    from cassettes_app.safeload import LoadError, load_json
+
+    half = depth // 2
+    doc = '{"a": ' * half + "[" * (depth - half) + "1" + "]" * (depth - half) + "}" * half
+    wide = "[" + ", ".join(["{}"] * 300 + [doc]) + "]"  # over the bracket count: walked
+    long = '{"pad": "' + "x" * 200_000 + '", "doc": ' + doc + "}"  # long: always walked
+    for text in (doc, wide, long):
+        levels = depth + (text is not doc)
+        if levels <= 200:
+            assert load_json(text) is not None
+        else:
+            with pytest.raises(LoadError, match="too deeply nested"):
+                load_json(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1, "a": 2}',
+        "[" + ", ".join(['{"role": "user", "n": 1}'] * 500) + ', {"x": {"k": 1, "k": 1}}]',
+    ],
+)
+def test_duplicate_keys_are_still_refused(text: str) -> None:
+    from cassettes_app.safeload import LoadError, load_json
+
+    with pytest.raises(LoadError, match="duplicate key"):
+        load_json(text)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_load_json_leaves_the_garbage_collector_as_it_found_it(enabled: bool) -> None:
+    import gc
+
+    from cassettes_app.safeload import LoadError, load_json
+
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        assert load_json('{"a": [1, 2]}') == {"a": [1, 2]}
+        assert gc.isenabled() is enabled
+        with pytest.raises(LoadError):
+            load_json('{"a": NaN}')
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
+
+
+def test_grouped_provider_needles_find_what_each_needle_finds() -> None:
+    import random
+
+    frags = [
+        *("sk-", "xoxb-", "xoxz-", "-----BEGIN ", "----BEGIN ", "ghp_", "ghx_", "github_pat_"),
+        *("hf_", "k_live_", "sk_live_", "AIza", "AKIA", "ASIA", "ACCA", "AXIA", "eyJ", "ey"),
+        *("hooks.slack.com/", "hooks.slack.co/", "-", "_", "A", "J", "/", "x", "s", "k", " "),
+    ]
+    rng = random.Random(7)
+    texts = ["xoxb-----BEGIN ", "sk-----BEGIN ", "github_pat_hf_"]
+    texts += ["".join(rng.choice(frags) for _ in range(rng.randint(0, 12))) for _ in range(20000)]
+    for text in texts:
+        expected = {i for i, rx in enumerate(secrets._PROVIDER_NEEDLES) if rx.search(text)}
+        assert secrets._providers_present(text) == expected, text
+
+
+def test_the_head_tokenizer_finds_what_the_token_pattern_finds() -> None:
+    import random
+
+    from cassettes_app.formats import base
+
+    alphabet = ['"', "\\", "{", "}", "[", "]", ":", " ", "\n", "a", "\u00a0", '\\"', '"k":']
+    rng = random.Random(3)
+    texts = ['{"a": "x\\', '{"a": "x\\\n"}', '{"k" \u00a0: 1, "s": "\\"{["}']
+    texts += [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16))) for _ in range(20000)
+    ]
+    for text in texts:
+        expected = [
+            (m.start(), m.end(), m.end() - len(m.group(1) or "") if m.group(0)[0] == '"' else -1)
+            for m in base._TOKEN.finditer(text)
+        ]
+        assert list(base._tokens(text)) == expected, text
+
+
+def test_a_head_cut_inside_escaped_quotes_is_sniffed_at_once() -> None:
+    import time
+
+    from cassettes_app.formats import base
+
+    head = '{"key": "k", "request": "' + '\\"x' * 80_000  # re's tokenizer took ~100 s
+    started = time.perf_counter()
+    assert base.json_top_keys(head) == ("object", {"key", "request"})
+    assert time.perf_counter() - started < 1.0
