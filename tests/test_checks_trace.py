@@ -509,7 +509,7 @@ def big_trace(count: int) -> list[TraceHop]:
     return hops[:count]
 
 
-def test_hundred_thousand_hops_each_check_under_a_second() -> None:
+def test_hundred_thousand_hops_each_check_runs_in_linear_time() -> None:
     hops = big_trace(100_000)
     gc.collect()  # the garbage building the trace left is not the checks' to pay for
     for check in (
@@ -523,7 +523,9 @@ def test_hundred_thousand_hops_each_check_under_a_second() -> None:
         outcome = check(hops, PATH)
         elapsed = time.process_time() - start
         assert outcome.status == "pass", (check.__name__, outcome.summary)
-        assert elapsed < 1.0, (check.__name__, elapsed)
+        # Linear work takes 0.1-0.65 s here; a quadratic check would take minutes. The
+        # headroom keeps a loaded CI machine from failing a check that is fine.
+        assert elapsed < 3.0, (check.__name__, elapsed)
 
 
 def test_many_unmatched_calls_stay_fast() -> None:
