@@ -282,19 +282,21 @@ def test_ten_thousand_exchanges_build_fast() -> None:
     exchanges = _synthetic(500, 20)
     assert len(exchanges) == 10_000
     random.Random(1).shuffle(exchanges)
-    start = time.perf_counter()
+    # CPU time with headroom: linear chaining takes ~0.6 s here, the quadratic pairwise
+    # comparison it replaces takes minutes; a loaded CI machine must not fail it.
+    start = time.process_time()
     threads = build_threads(exchanges)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 2.0, f"build_threads took {elapsed:.2f}s"
+    elapsed = time.process_time() - start
+    assert elapsed < 4.0, f"build_threads took {elapsed:.2f}s"
     assert len(threads) == 500
     for thread in threads:
         assert [t.exchange_ref[1] for t in thread.turns] == list(range(20))
         assert len({t.exchange_ref[0] for t in thread.turns}) == 1
         assert all(len(t.new_messages) == 1 for t in thread.turns[1:])
-    start = time.perf_counter()
+    start = time.process_time()
     assert multi_turn_blobs(exchanges) == []
-    elapsed = time.perf_counter() - start
-    assert elapsed < 2.0, f"multi_turn_blobs took {elapsed:.2f}s"
+    elapsed = time.process_time() - start
+    assert elapsed < 4.0, f"multi_turn_blobs took {elapsed:.2f}s"
 
 
 def test_long_single_chain_has_no_recursion_limit() -> None:
