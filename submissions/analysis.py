@@ -25,7 +25,7 @@ from cassettes_app.formats.base import Body
 from cassettes_app.secrets import TextProfile
 from submissions.blobs import BlobWriter, bulk_insert
 from submissions.intake import submission_tree
-from submissions.jobs import Outcome, Progress, handler
+from submissions.jobs import Outcome, Progress, handler, job_create
 from submissions.models import (
     CheckResult,
     Finding,
@@ -287,8 +287,6 @@ def _extra_checks(analyzer: Analyzer, submission: Submission) -> list[CheckOutco
 
 def _next_jobs(submission: Submission) -> None:
     """Queue what follows analysis (once: a redelivered analysis must not queue twice)."""
-    from submissions.jobs import job_create
-
     assignment = submission.assignment
     existing = set(submission.jobs.values_list("kind", flat=True))
     if assignment.replay_command and Job.Kind.REPLAY not in existing:

@@ -279,15 +279,8 @@ def job_execute(*, job_id: int) -> str | None:
         outcome = Outcome(Job.State.ERROR, f"internal error: {type(exc).__name__}: {exc}")
     job.refresh_from_db(fields=["log", "progress", "step"])
     _finish(job, outcome.state, outcome.summary)
-    _after_finish(job)
+    _settle(job.submission_id)
     return outcome.state
-
-
-def _after_finish(job: Job) -> None:
-    """Settle the submission's status once none of its jobs is still pending."""
-    from submissions.intake import submission_settle
-
-    submission_settle(submission_id=job.submission_id)
 
 
 # ---------------------------------------------------------------- reconciling
@@ -344,6 +337,8 @@ def worker_seen_now() -> None:
 
 
 def _settle(submission_id: int) -> None:
+    """Settle the submission's status once none of its jobs is still pending."""
+    # Imported here: intake registers a job handler and so imports this module.
     from submissions.intake import submission_settle
 
     submission_settle(submission_id=submission_id)
