@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 export DJANGO_SETTINGS_MODULE := reviewer.settings
 SANDBOX_RUNTIME ?= /opt/cassette-review/sandbox-runtime
 
-.PHONY: run setup migrate demo worker serve test test-deps test-fast test-sandbox lint fmt sandbox-runtime
+.PHONY: run setup migrate demo worker serve test test-deps test-fast test-sandbox lint fmt sandbox-runtime bench bench-deps
 
 run: setup migrate demo
 	@scripts/run-dev.sh
@@ -54,3 +54,11 @@ sandbox-runtime:
 
 test-sandbox: setup sandbox-runtime
 	$(BIN)/python -m pytest -m sandbox $(PYTEST_ARGS)
+
+# Every speed claim against a baseline measured in the same run, as one table; exits non-zero
+# when any target is missed. Not part of `make test` (several minutes on a 2-core machine).
+bench: setup test-deps sandbox-runtime bench-deps
+	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
+
+bench-deps: setup
+	@scripts/bench-deps.sh $(VENV)

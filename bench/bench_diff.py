@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import Row, emit  # noqa: E402
 from cassettes_app.diff import diff_turns, render_segments, turn_text  # noqa: E402
 
 TURNS = 200
@@ -79,13 +80,16 @@ def main() -> int:
     ratio = ours / base
     same = ours_changed == base_changed == len(changed) and first == min(changed)
     ok = ratio <= 1.0 and same
-    print(
-        f"per-turn diff, {TURNS} turns x {TURN_BYTES // 1000} KB ({len(changed)} changed) | "
-        f"ours {ours * 1000:.0f} ms | baseline difflib {base * 1000:.0f} ms | ratio {ratio:.2f}x | "
-        f"changes found: ours {ours_changed}, difflib {base_changed} | target <= 1.0x, same "
-        f"changes | {'OK' if ok else 'MISSED'}"
+    return emit(
+        Row(
+            what=f"per-turn diff, {TURNS} turns x {TURN_BYTES // 1000} KB ({len(changed)} changed)",
+            ours=f"{ours * 1000:.0f} ms, {ours_changed} changes",
+            baseline=f"difflib {base * 1000:.0f} ms, {base_changed} changes",
+            ratio=f"{ratio:.2f}x",
+            target="<= 1.0x, same changes",
+            ok=ok,
+        )
     )
-    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.common import Row, emit  # noqa: E402
+
 TIME_TARGET = 2.0
 RSS_TARGET_MB = 300.0
 
@@ -194,13 +197,16 @@ def main() -> int:
         ours_s, ours_rss = _child("ours", tree, work / "data")
         ratio = ours_s / base_s
         ok = ratio <= TIME_TARGET and ours_rss <= RSS_TARGET_MB
-        print(
-            f"analyse {count} recordings ({size / 2**20:.0f} MB) | ours {ours_s:.2f} s, "
-            f"{ours_rss:.0f} MB peak | baseline {base_s:.2f} s, {base_rss:.0f} MB | "
-            f"ratio {ratio:.2f}x | target <= {TIME_TARGET}x and <= {RSS_TARGET_MB:.0f} MB | "
-            f"{'OK' if ok else 'MISSED'}"
+        return emit(
+            Row(
+                what=f"analyse {count} recordings ({size / 2**20:.0f} MB)",
+                ours=f"{ours_s:.2f} s, {ours_rss:.0f} MB peak",
+                baseline=f"read+parse+sha256 {base_s:.2f} s, {base_rss:.0f} MB",
+                ratio=f"{ratio:.2f}x",
+                target=f"<= {TIME_TARGET}x and <= {RSS_TARGET_MB:.0f} MB",
+                ok=ok,
+            )
         )
-        return 0 if ok else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

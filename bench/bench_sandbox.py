@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import Row, emit  # noqa: E402
 from submissions import sandbox  # noqa: E402
 
 SUITE = {
@@ -81,13 +82,16 @@ def main() -> int:
     b, s = statistics.median(bare), statistics.median(boxed)
     budget = 1.10 * b + 0.1
     ok = s <= budget
-    print(
-        f"sandboxed pytest run ({args.runs} runs, medians, incl. workspace copy) | "
-        f"ours {s * 1000:.0f} ms | baseline {b * 1000:.0f} ms | ratio {s / b:.2f}x "
-        f"(+{(s - b) * 1000:.0f} ms) | target <= 1.10x + 100 ms ({budget * 1000:.0f} ms) | "
-        f"{'OK' if ok else 'MISSED'}"
+    return emit(
+        Row(
+            what=f"sandboxed pytest run ({args.runs} runs, medians, incl. workspace copy)",
+            ours=f"{s * 1000:.0f} ms",
+            baseline=f"bare {b * 1000:.0f} ms",
+            ratio=f"{s / b:.2f}x (+{(s - b) * 1000:.0f} ms)",
+            target=f"<= 1.10x + 100 ms ({budget * 1000:.0f} ms)",
+            ok=ok,
+        )
     )
-    return 0 if ok else 1
 
 
 if __name__ == "__main__":
