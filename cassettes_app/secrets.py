@@ -1294,3 +1294,31 @@ def redact_text(text: str, *, profile: TextProfile | None = None) -> str:
         pos = s.end
     out.append(text[pos:])
     return "".join(out)
+
+
+def redact_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A turn's message dict (text, tool calls, tool results) with every credential redacted."""
+    out = dict(message)
+    out["text"] = redact_text(out.get("text") or "")
+    out["tool_results"] = [
+        {**r, "content": redact_text(str(r.get("content") or ""))}
+        for r in out.get("tool_results") or []
+    ]
+    out["tool_calls"] = [
+        {**call, "arguments": _redact_json(call.get("arguments"))}
+        for call in out.get("tool_calls") or []
+    ]
+    return out
+
+
+def _redact_json(value: Any, depth: int = 0) -> Any:
+    """Every string inside a JSON value redacted (keys included); a deep rest as redacted text."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if depth > 50:
+        return redact_text(json.dumps(value, ensure_ascii=False, default=str))
+    if isinstance(value, dict):
+        return {redact_text(str(k)): _redact_json(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_json(v, depth + 1) for v in value]
+    return value

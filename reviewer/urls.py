@@ -15,6 +15,8 @@ urlpatterns = [
     path("submissions/<int:pk>/scores/<int:row_id>/", views.score_update, name="score_update"),
     path("submissions/<int:pk>/review/submit/", views.review_submit_view, name="review_submit"),
     path("submissions/<int:pk>/diff/", views.turn_diff, name="turn_diff"),
+    path("submissions/<int:pk>/rerecords/", views.rerecord_upload, name="rerecord_upload"),
+    path("submissions/<int:pk>/rerecords/<int:rid>/", views.rerecord_detail, name="rerecord"),
     path("assignments/<slug:slug>/compare/", views.comparison, name="comparison"),
     path("", include("submissions.urls")),
     # After the include: "assignments/new/" must win over the slug pattern.

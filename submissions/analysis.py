@@ -22,7 +22,7 @@ from cassettes_app.checks.trace import (
     trace_tool_calls_reach_stub,
 )
 from cassettes_app.formats.base import Body
-from cassettes_app.secrets import TextProfile
+from cassettes_app.secrets import TextProfile, redact_message
 from submissions.blobs import BlobWriter, bulk_insert
 from submissions.intake import submission_tree
 from submissions.jobs import Outcome, Progress, handler, job_create
@@ -123,11 +123,15 @@ class _Store:
         # recording; checked against the turns actually stored.
         self.turn_counts: dict[str, int] = {}
         self.report: FileReport | None = None  # the file being queued
+        # Files no secret rule can fire on (nor on their bodies): their turns need no redaction.
+        self.secret_free: set[str] = set()
 
     def file(self, report: FileReport) -> None:
         """Queue one parsed file's rows; bodies go to the blob writer and are dropped."""
         result = report.result
         self.report = report
+        if report.secret_free:
+            self.secret_free.add(report.path)
         first: Recording | None = None
         for parsed in result.recordings or [None]:
             rec = Recording(
@@ -365,6 +369,10 @@ def _analysis(job: Job, progress: Progress) -> Outcome:
     chars = 0
     for thread_index, turn in analyzer.turn_views():
         counted[turn.path] = counted.get(turn.path, 0) + 1
+        new_messages, response = turn.new_messages, turn.response
+        if turn.path not in store.secret_free:  # never store a credential in full
+            new_messages = [redact_message(m) for m in new_messages]
+            response = redact_message(response) if response else response
         turns.append(
             Turn(
                 submission=submission,
@@ -373,8 +381,8 @@ def _analysis(job: Job, progress: Progress) -> Outcome:
                 recording_id=store.by_path.get(turn.path),
                 interaction_index=turn.interaction_index,
                 model=(turn.model or "")[:200],
-                new_messages=turn.new_messages,
-                response=turn.response,
+                new_messages=new_messages,
+                response=response,
                 usage=turn.usage or {},
             )
         )

@@ -9,6 +9,29 @@ from submissions.assignments import PRESETS
 from submissions.models import Assignment
 
 
+def _archive_checked(archive):
+    """An uploaded archive within the upload limit and not empty."""
+    limit = settings.INTAKE_MAX_UPLOAD_BYTES
+    if archive.size > limit:
+        raise forms.ValidationError(
+            f"The archive is {archive.size} bytes; the limit is {limit} bytes."
+        )
+    if archive.size == 0:
+        raise forms.ValidationError("The archive is empty (0 bytes).")
+    return archive
+
+
+class RerecordForm(forms.Form):
+    archive = forms.FileField(
+        label="Re-recorded recordings",
+        help_text="An archive (zip or tar) of the same repository with its recordings made "
+        "again; each is paired with the original by key, or by path.",
+    )
+
+    def clean_archive(self):
+        return _archive_checked(self.cleaned_data["archive"])
+
+
 class UploadForm(forms.Form):
     candidate = forms.CharField(
         max_length=200, help_text="An existing candidate's name, or a new one to add."
@@ -28,15 +51,7 @@ class UploadForm(forms.Form):
         return name
 
     def clean_archive(self):
-        archive = self.cleaned_data["archive"]
-        limit = settings.INTAKE_MAX_UPLOAD_BYTES
-        if archive.size > limit:
-            raise forms.ValidationError(
-                f"The archive is {archive.size} bytes; the limit is {limit} bytes."
-            )
-        if archive.size == 0:
-            raise forms.ValidationError("The archive is empty (0 bytes).")
-        return archive
+        return _archive_checked(self.cleaned_data["archive"])
 
     def clean_stub_url(self) -> str:
         url = self.cleaned_data.get("stub_url", "")

@@ -65,7 +65,7 @@ def tree_path(submission: Submission) -> Path:
     return Path(settings.WORK_DIR) / "submissions" / folder / "tree"
 
 
-def _spool(upload: IO[bytes], dest: Path) -> tuple[str, int]:
+def spool_upload(upload: IO[bytes], dest: Path) -> tuple[str, int]:
     """Copy an upload to a local file in chunks, returning its sha256 and size."""
     digest = hashlib.sha256()
     size = 0
@@ -102,7 +102,7 @@ def submission_create(
     scratch = Path(tempfile.mkdtemp(prefix="upload-", dir=settings.WORK_DIR))
     try:
         spooled = scratch / "archive"
-        sha256, size = _spool(upload, spooled)
+        sha256, size = spool_upload(upload, spooled)
         existing = Submission.objects.filter(
             candidate=candidate, assignment=assignment, archive_sha256=sha256
         ).first()
@@ -169,14 +169,18 @@ def submission_create(
 
 def submission_tree(submission: Submission) -> Path:
     """The unpacked tree on this machine, unpacked again from storage when missing here."""
-    dest = tree_path(submission)
+    return archive_tree(submission.archive.name, tree_path(submission))
+
+
+def archive_tree(stored_name: str, dest: Path) -> Path:
+    """`dest` holding the stored archive unpacked; unpacked (with the intake caps) if missing."""
     if dest.is_dir():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="fetch-", dir=dest.parent))
     try:
         local = scratch / "archive"
-        with default_storage.open(submission.archive.name, "rb") as src, local.open("wb") as out:
+        with default_storage.open(stored_name, "rb") as src, local.open("wb") as out:
             shutil.copyfileobj(src, out, _CHUNK)
         extract_archive(local, scratch / "tree", intake_limits())
         try:

@@ -60,6 +60,7 @@ HANDLER_MODULES = (
     "submissions.replay",
     "submissions.trace_job",
     "submissions.service_probe",
+    "submissions.rerecord",
     "submissions.selftest",
 )
 

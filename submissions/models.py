@@ -130,6 +130,7 @@ class Job(models.Model):
         REPLAY = "replay", "Sandboxed replay"
         TRACE = "trace", "Trace verification"
         PROBE = "probe", "Service probe"
+        RERECORD = "rerecord", "Re-record comparison"
         # Used by the test-suite to exercise crashes and timeouts through a real worker.
         SELFTEST = "selftest", "Self-test"
 
@@ -350,3 +351,68 @@ class TraceRow(models.Model):
 
     def __str__(self) -> str:
         return f"{self.method} {self.url} ({self.status})"
+
+
+class Rerecord(models.Model):
+    """A reviewer's re-recorded version of a submission's recordings, uploaded as an archive."""
+
+    class Status(models.TextChoices):
+        PROCESSING = "processing", "Processing"
+        READY = "ready", "Ready"
+        REJECTED = "rejected", "Rejected"
+        ERROR = "error", "Error"
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="rerecords")
+    archive = models.FileField(upload_to="rerecords/%Y/%m/", max_length=300)
+    archive_name = models.CharField(max_length=300, blank=True)
+    archive_sha256 = models.CharField(max_length=64)
+    archive_size = models.PositiveBigIntegerField(default=0)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PROCESSING)
+    status_reason = models.TextField(blank=True)
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    pair_count = models.PositiveIntegerField(default=0)
+    changed_count = models.PositiveIntegerField(default=0)
+    only_original = models.PositiveIntegerField(default=0)
+    only_rerecorded = models.PositiveIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created", "-pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["submission", "archive_sha256"], name="unique_rerecord_upload"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"re-record #{self.pk} of {self.submission_id}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("rerecord", args=[self.submission_id, self.pk])
+
+
+class RerecordPair(models.Model):
+    """An original recording file and its re-recorded version, with both sides as turns."""
+
+    rerecord = models.ForeignKey(Rerecord, on_delete=models.CASCADE, related_name="pairs")
+    key = models.CharField(max_length=128, blank=True)
+    original_path = models.CharField(max_length=1024, blank=True)
+    rerecorded_path = models.CharField(max_length=1024, blank=True)
+    matched_by = models.CharField(max_length=10, blank=True)  # key | path | "" (one-sided)
+    changed = models.BooleanField(default=False)
+    first_turn = models.PositiveIntegerField(null=True, blank=True)
+    original_turn_count = models.PositiveIntegerField(default=0)
+    rerecorded_turn_count = models.PositiveIntegerField(default=0)
+    # Turn dicts (new_messages, response, model), redacted; loaded only for one pair's diff.
+    original_turns = models.JSONField(default=list, blank=True)
+    rerecorded_turns = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-changed", "original_path", "rerecorded_path", "pk"]
+        indexes = [models.Index(fields=["rerecord", "changed"])]
+
+    def __str__(self) -> str:
+        return self.original_path or self.rerecorded_path

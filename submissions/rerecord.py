@@ -1,0 +1,211 @@
+"""Re-recorded versions: a reviewer uploads the recordings made again against the live model.
+
+The upload is checked like a submission's archive (same extractor, same caps) while the
+reviewer waits; a job then pairs each original recording file with its re-recorded version
+(by key, else by path), turns both into turns the same way, and stores which pairs differ
+and where they first diverge. The per-turn diff page reads one pair at a time.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import IO, Any
+
+from django.conf import settings
+from django.core.files import File
+from django.db import IntegrityError, transaction
+
+from cassettes_app.analysis import Analyzer
+from cassettes_app.diff import diff_turns
+from cassettes_app.formats import parse_path
+from cassettes_app.pairing import Pairing, file_turns, pair_files
+from submissions.analysis import analysis_config
+from submissions.archive import ArchiveRejected, extract_archive
+from submissions.intake import (
+    UploadRejected,
+    archive_tree,
+    intake_limits,
+    spool_upload,
+    submission_tree,
+)
+from submissions.jobs import JobError, Outcome, Progress, handler, job_create
+from submissions.models import Job, Recording, Rerecord, RerecordPair, Submission
+
+_BATCH = 200
+
+
+def rerecord_tree_path(rerecord: Rerecord) -> Path:
+    """Where a re-record's unpacked tree lives on this machine (keyed by id and hash)."""
+    folder = f"{rerecord.pk}-{rerecord.archive_sha256[:16]}"
+    return Path(settings.WORK_DIR) / "rerecords" / folder / "tree"
+
+
+def rerecord_create(
+    *, submission: Submission, upload: IO[bytes], filename: str, uploaded_by: object | None = None
+) -> tuple[Rerecord, bool]:
+    """Store a re-record archive and queue its comparison; the same bytes twice are one.
+
+    Raises UploadRejected (with the entry and the rule) for an archive the extractor refuses:
+    nothing is stored then, and the reviewer still has the file.
+    """
+    Path(settings.WORK_DIR).mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="rerecord-", dir=settings.WORK_DIR))
+    try:
+        spooled = scratch / "archive"
+        sha256, size = spool_upload(upload, spooled)
+        existing = Rerecord.objects.filter(submission=submission, archive_sha256=sha256).first()
+        if existing is not None:
+            return existing, False
+        try:
+            extract_archive(spooled, scratch / "tree", intake_limits())
+        except ArchiveRejected as exc:
+            raise UploadRejected(f"The archive was rejected: {exc}") from exc
+        safe_name = Path(filename).name[:200] or "archive"
+        try:
+            with transaction.atomic():
+                rerecord = Rerecord(
+                    submission=submission,
+                    archive_name=safe_name,
+                    archive_sha256=sha256,
+                    archive_size=size,
+                    uploaded_by=uploaded_by if getattr(uploaded_by, "pk", None) else None,
+                )
+                with spooled.open("rb") as handle:
+                    rerecord.archive.save(f"{sha256[:16]}-{safe_name}", File(handle), save=False)
+                rerecord.save()
+                dest = rerecord_tree_path(rerecord)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                if dest.exists():  # a leftover of a rolled-back transaction
+                    shutil.rmtree(dest)
+                (scratch / "tree").rename(dest)
+                rerecord.job = job_create(
+                    submission=submission, kind=Job.Kind.RERECORD, params={"rerecord": rerecord.pk}
+                )
+                rerecord.save(update_fields=["job"])
+        except IntegrityError:
+            # The same bytes uploaded twice at once: answer with the one that was stored.
+            return Rerecord.objects.get(submission=submission, archive_sha256=sha256), False
+        return rerecord, True
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _original_files(submission: Submission) -> list[tuple[str, str]]:
+    """(path, key) of each recording file of the submission, in path order (first key wins)."""
+    seen: dict[str, str] = {}
+    rows = (
+        Recording.objects.filter(submission=submission, role=Recording.Role.RECORDING)
+        .order_by("path", "pk")
+        .values_list("path", "key")
+    )
+    for path, key in rows.iterator(chunk_size=2000):
+        seen.setdefault(path, key)
+    return list(seen.items())
+
+
+def _rerecorded_files(tree: Path, submission: Submission) -> list[tuple[str, str]]:
+    """(path, key) of each recording file the re-record archive holds, as analysis finds them."""
+    analyzer = Analyzer(tree, analysis_config(submission))
+    out = []
+    try:
+        for report in analyzer.files():
+            if report.role != "recording":
+                continue
+            keys = [r.key for r in report.result.recordings if r.key]
+            out.append((report.path, keys[0] if keys else ""))
+    finally:
+        analyzer.close()
+    return out
+
+
+def _turns(root: Path, rel: str | None) -> tuple[list[dict[str, Any]], int]:
+    if rel is None:
+        return [], 0
+    path = root / rel
+    if not path.is_file():
+        return [], 0
+    return file_turns([parse_path(str(path), rel)])
+
+
+def compare_pair(original_root: Path, rerecord_root: Path, pairing: Pairing) -> RerecordPair:
+    """The stored comparison of one pairing: both sides' turns and where they diverge."""
+    left, left_total = _turns(original_root, pairing.original)
+    right, right_total = _turns(rerecord_root, pairing.rerecorded)
+    changed, first = True, None
+    if pairing.original is not None and pairing.rerecorded is not None:
+        _, first = diff_turns(left, right)
+        changed = first is not None or left_total != right_total
+    return RerecordPair(
+        key=(pairing.key or "")[:128],
+        original_path=(pairing.original or "")[:1024],
+        rerecorded_path=(pairing.rerecorded or "")[:1024],
+        matched_by=pairing.matched_by,
+        changed=changed,
+        first_turn=first,
+        original_turn_count=left_total,
+        rerecorded_turn_count=right_total,
+        original_turns=left,
+        rerecorded_turns=right,
+    )
+
+
+@handler(Job.Kind.RERECORD)
+def rerecord_run(job: Job, progress: Progress) -> Outcome:
+    """Pair the re-record's files with the submission's and store each pair's comparison."""
+    rerecord = Rerecord.objects.filter(
+        pk=(job.params or {}).get("rerecord"), submission=job.submission
+    ).first()
+    if rerecord is None:
+        raise JobError("the re-record this job compares no longer exists")
+    try:
+        return _compare(job, rerecord, progress)
+    except Exception as exc:
+        Rerecord.objects.filter(pk=rerecord.pk).update(
+            status=Rerecord.Status.ERROR, status_reason=str(exc)[:2000]
+        )
+        raise
+
+
+def _compare(job: Job, rerecord: Rerecord, progress: Progress) -> Outcome:
+    submission = job.submission
+    progress.step("unpack", 5)
+    try:
+        theirs = archive_tree(rerecord.archive.name, rerecord_tree_path(rerecord))
+        ours = submission_tree(submission)
+    except (ArchiveRejected, FileNotFoundError) as exc:
+        raise JobError(f"an archive could not be unpacked again: {exc}") from exc
+    progress.step("discover", 15)
+    pairings = pair_files(_original_files(submission), _rerecorded_files(theirs, submission))
+    RerecordPair.objects.filter(rerecord=rerecord).delete()  # a redelivered job starts over
+    progress.step("compare", 30)
+    batch: list[RerecordPair] = []
+    changed = 0
+    for done, pairing in enumerate(pairings, 1):
+        pair = compare_pair(ours, theirs, pairing)
+        pair.rerecord = rerecord
+        changed += pair.changed and pairing.matched_by != ""
+        batch.append(pair)
+        if len(batch) >= _BATCH:
+            RerecordPair.objects.bulk_create(batch)
+            batch.clear()
+            progress.step(f"compare ({done} of {len(pairings)})", 30 + 65 * done // len(pairings))
+    RerecordPair.objects.bulk_create(batch)
+    matched = sum(1 for p in pairings if p.matched_by)
+    only_original = sum(1 for p in pairings if p.rerecorded is None)
+    only_rerecorded = sum(1 for p in pairings if p.original is None)
+    Rerecord.objects.filter(pk=rerecord.pk).update(
+        status=Rerecord.Status.READY,
+        status_reason="",
+        pair_count=matched,
+        changed_count=changed,
+        only_original=only_original,
+        only_rerecorded=only_rerecorded,
+    )
+    summary = (
+        f"{matched} recordings paired, {changed} differ; {only_original} not re-recorded, "
+        f"{only_rerecorded} only in the re-record"
+    )
+    progress.step("done", 100)
+    return Outcome(Job.State.PASSED, summary)
