@@ -1296,29 +1296,40 @@ def redact_text(text: str, *, profile: TextProfile | None = None) -> str:
     return "".join(out)
 
 
-def redact_message(message: dict[str, Any]) -> dict[str, Any]:
-    """A turn's message dict (text, tool calls, tool results) with every credential redacted."""
+def redact_message(
+    message: dict[str, Any], *, profile: TextProfile | None = None
+) -> dict[str, Any]:
+    """A turn's message dict (text, tool calls, tool results) with every credential redacted.
+
+    `profile`: that of a text holding every string of the message literally (see
+    `redact_text`); None runs every rule.
+    """
+    if profile is not None and profile.empty:
+        return message
     out = dict(message)
-    out["text"] = redact_text(out.get("text") or "")
+    out["text"] = redact_text(out.get("text") or "", profile=profile)
     out["tool_results"] = [
-        {**r, "content": redact_text(str(r.get("content") or ""))}
+        {**r, "content": redact_text(str(r.get("content") or ""), profile=profile)}
         for r in out.get("tool_results") or []
     ]
     out["tool_calls"] = [
-        {**call, "arguments": _redact_json(call.get("arguments"))}
+        {**call, "arguments": _redact_json(call.get("arguments"), profile)}
         for call in out.get("tool_calls") or []
     ]
     return out
 
 
-def _redact_json(value: Any, depth: int = 0) -> Any:
+def _redact_json(value: Any, profile: TextProfile | None, depth: int = 0) -> Any:
     """Every string inside a JSON value redacted (keys included); a deep rest as redacted text."""
     if isinstance(value, str):
-        return redact_text(value)
+        return redact_text(value, profile=profile)
     if depth > 50:
-        return redact_text(json.dumps(value, ensure_ascii=False, default=str))
+        return redact_text(json.dumps(value, ensure_ascii=False, default=str), profile=profile)
     if isinstance(value, dict):
-        return {redact_text(str(k)): _redact_json(v, depth + 1) for k, v in value.items()}
+        return {
+            redact_text(str(k), profile=profile): _redact_json(v, profile, depth + 1)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [_redact_json(v, depth + 1) for v in value]
+        return [_redact_json(v, profile, depth + 1) for v in value]
     return value

@@ -123,15 +123,16 @@ class _Store:
         # recording; checked against the turns actually stored.
         self.turn_counts: dict[str, int] = {}
         self.report: FileReport | None = None  # the file being queued
-        # Files no secret rule can fire on (nor on their bodies): their turns need no redaction.
-        self.secret_free: set[str] = set()
+        # Per file, what the redactor may trust for its turns' texts (see _turn_profile);
+        # an empty profile (a secret-free file) means its turns need no redaction.
+        self.turn_profiles: dict[str, TextProfile | None] = {}
 
     def file(self, report: FileReport) -> None:
         """Queue one parsed file's rows; bodies go to the blob writer and are dropped."""
         result = report.result
         self.report = report
-        if report.secret_free:
-            self.secret_free.add(report.path)
+        if report.turns:
+            self.turn_profiles[report.path] = _turn_profile(report)
         first: Recording | None = None
         for parsed in result.recordings or [None]:
             rec = Recording(
@@ -221,6 +222,16 @@ class _Store:
         self.recordings.clear()
         self.interactions.clear()
         self.rows.clear()
+
+
+def _turn_profile(report: FileReport) -> TextProfile | None:
+    """The file's profile if it holds every body literally (so every turn text), else None."""
+    for recording in report.result.recordings:
+        for inter in recording.interactions:
+            for body in (inter.request_body, inter.response_body):
+                if body is not None and report.body_profile(body) is None:
+                    return None
+    return report.profile
 
 
 def _http_status(value: Any) -> bool:
@@ -370,9 +381,10 @@ def _analysis(job: Job, progress: Progress) -> Outcome:
     for thread_index, turn in analyzer.turn_views():
         counted[turn.path] = counted.get(turn.path, 0) + 1
         new_messages, response = turn.new_messages, turn.response
-        if turn.path not in store.secret_free:  # never store a credential in full
-            new_messages = [redact_message(m) for m in new_messages]
-            response = redact_message(response) if response else response
+        # Never store a credential in full.
+        profile = store.turn_profiles.get(turn.path)
+        new_messages = [redact_message(m, profile=profile) for m in new_messages]
+        response = redact_message(response, profile=profile) if response else response
         turns.append(
             Turn(
                 submission=submission,
