@@ -217,8 +217,8 @@ class _Store:
                 inter.recording_id = rec.pk
             for rec, row in self.rows:
                 row.recording_id = rec.pk
-            Interaction.objects.bulk_create([i for _, i in self.interactions], batch_size=_BATCH)
-            TraceRow.objects.bulk_create([r for _, r in self.rows], batch_size=_BATCH)
+            bulk_insert(Interaction, [i for _, i in self.interactions])
+            bulk_insert(TraceRow, [r for _, r in self.rows])
         self.recordings.clear()
         self.interactions.clear()
         self.rows.clear()

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from django.db import transaction
+from django.db import connections, router, transaction
 from django.db.models import Model
 
 from cassettes_app.secrets import TextProfile
@@ -19,36 +18,37 @@ from submissions.redact import redact_text
 INLINE_MAX = 64 * 1024
 # Queued inline bytes that trigger a write, whatever the count: keeps memory flat.
 PENDING_MAX_BYTES = 4 * 1024 * 1024
-# Rows per INSERT statement of bulk_insert.
-CHUNK = 32
 # Digests of blobs already queued that the writer remembers. Forgetting one costs at most
 # a second INSERT that the database ignores; remembering all would grow with the archive.
 SEEN_MAX = 65_536
 
 
 def bulk_insert(
-    model: type[Model], objs: Sequence[Model], chunk: int = CHUNK, **kwargs: Any
+    model: type[Model], objs: Sequence[Model], *, ignore_conflicts: bool = False
 ) -> None:
-    """`bulk_create` in INSERTs of `chunk` rows, the rest in halving sizes (16, 8, ... 1).
+    """INSERT model instances with one prepared statement run for each row (executemany).
 
-    SQLite keeps each cached prepared statement together with the parameters last bound to
-    it, and a multi-row INSERT is a distinct statement for every row count: batches of
-    any size would each leave one behind, holding their bodies. Power-of-two row counts
-    keep that to a handful of statements. One transaction for all of it.
+    For rows nothing reads the primary key of afterwards: no RETURNING, no per-batch SQL,
+    about half the time of `bulk_create` per row. Field values are prepared by each field
+    as the ORM would (auto_now_add, JSON, binary). `ignore_conflicts` skips rows whose
+    unique key exists (ON CONFLICT DO NOTHING, on SQLite and PostgreSQL alike).
     """
     if not objs:
         return
-    manager = model._default_manager
-    whole = len(objs) - len(objs) % chunk
-    with transaction.atomic(savepoint=False):
-        if whole:
-            manager.bulk_create(objs[:whole], batch_size=chunk, **kwargs)
-        pos, size = whole, chunk
-        while pos < len(objs):
-            while size > len(objs) - pos:
-                size //= 2
-            manager.bulk_create(objs[pos : pos + size], batch_size=size, **kwargs)
-            pos += size
+    meta = model._meta
+    connection = connections[router.db_for_write(model)]
+    fields = [f for f in meta.concrete_fields if f is not meta.auto_field]
+    quote = connection.ops.quote_name
+    # Only the model's own table and column names go into the text; values are parameters.
+    sql = (
+        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "  # noqa: S608
+        f"VALUES ({', '.join(['%s'] * len(fields))})"
+    )
+    if ignore_conflicts:
+        sql += " ON CONFLICT DO NOTHING"
+    rows = [[f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields] for obj in objs]
+    with transaction.atomic(using=connection.alias, savepoint=False), connection.cursor() as cur:
+        cur.executemany(sql, rows)
 
 
 def body_bytes(data: bytes, *, is_binary: bool, profile: TextProfile | None = None) -> bytes:
