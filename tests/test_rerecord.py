@@ -267,3 +267,28 @@ def test_stored_conversation_turns_never_carry_a_secret_in_full(client, reviewer
     assert SECRET not in stored  # but never the key in full
     client.force_login(reviewer)
     assert SECRET not in client.get(sub.get_absolute_url()).content.decode()
+
+
+def test_the_cli_compares_and_lists_what_differs(submission, tmp_path) -> None:
+    from django.core.management import call_command
+
+    archive = tmp_path / "rerecord.zip"
+    archive.write_bytes(make_zip(RERECORDED))
+    out = io.StringIO()
+    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+        call_command("rerecord", str(submission.pk), str(archive), "--inline", stdout=out)
+    lines = out.getvalue().strip().splitlines()
+    assert lines[-1] == str(Rerecord.objects.get().pk)
+    assert "2 paired, 1 differ" in lines[0]
+    assert "differs: cassettes/drift.json (turn 0)" in lines
+
+
+def test_the_cli_refuses_a_hostile_archive_with_the_reason(submission, tmp_path) -> None:
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    archive = tmp_path / "evil.zip"
+    archive.write_bytes(zip_bytes([("../escape.json", b"{}")]))
+    with pytest.raises(CommandError, match="rejected"):
+        call_command("rerecord", str(submission.pk), str(archive), "--inline")
+    assert not Rerecord.objects.exists()
