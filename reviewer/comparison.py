@@ -6,7 +6,10 @@ import csv
 import io
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from statistics import mean
+
+from django.contrib.auth import get_user_model
 
 from reviewer.models import RubricRow, RubricTemplate, Score
 from reviewer.report import weighted_total
@@ -19,11 +22,17 @@ CHECK_GROUPS = ("replay", "cassettes", "trace", "service", "ledger", "docs")
 class RowCell:
     values: list[int]
 
-    @property
+    # Cached: the template reads each of these several times per cell.
+    @cached_property
     def mean(self) -> float | None:
-        return round(mean(self.values), 2) if self.values else None
+        if not self.values:
+            return None
+        # statistics.mean of ints, without its Fractions: an int when exact, else the
+        # (correctly rounded) quotient.
+        total, n = sum(self.values), len(self.values)
+        return round(total // n if total % n == 0 else total / n, 2)
 
-    @property
+    @cached_property
     def spread(self) -> int:
         return max(self.values) - min(self.values) if len(self.values) > 1 else 0
 
@@ -36,7 +45,7 @@ class CandidateRow:
     reviewers: list[str]
     checks: dict[str, dict[str, int]] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def total(self) -> float | None:
         return round(mean(self.totals), 1) if self.totals else None
 
@@ -48,7 +57,11 @@ class CandidateRow:
 def comparison_rows(
     assignment: Assignment, *, sort: str = "total"
 ) -> tuple[list[RubricRow], list[CandidateRow]]:
-    """One row per candidate (their latest submission), with per-row scores across reviews."""
+    """One row per candidate (their latest submission), with per-row scores across reviews.
+
+    Five queries whatever the cohort size; scores and checks come back as tuples, not model
+    instances (a cohort of 1,000 has 15,000 scores).
+    """
     template = RubricTemplate.objects.filter(slug=assignment.rubric).first()
     rubric_rows = list(template.rows.all()) if template else []
     latest: dict[int, Submission] = {}
@@ -56,48 +69,53 @@ def comparison_rows(
         Submission.objects.filter(assignment=assignment)
         .exclude(status=Submission.Status.REJECTED)
         .select_related("candidate")
+        .only("pk", "candidate__name")
         .order_by("candidate_id", "-created")
     ):
         latest.setdefault(s.candidate_id, s)
-    ids = [s.pk for s in latest.values()]
+    # Scores and checks are filtered by assignment, not by a list of 1,000 ids; those of a
+    # candidate's older submissions are skipped here.
+    ids = {s.pk for s in latest.values()}
     by_review: dict[int, dict[int, int | None]] = defaultdict(dict)
     review_of: dict[int, tuple[int, str]] = {}
-    for score in Score.objects.filter(review__submission_id__in=ids).select_related(
-        "review__reviewer"
-    ):
-        by_review[score.review_id][score.row_id] = score.value
-        review_of[score.review_id] = (
-            score.review.submission_id,
-            score.review.reviewer.get_username(),
-        )
+    username = f"review__reviewer__{get_user_model().USERNAME_FIELD}"
+    scores = (
+        Score.objects.filter(review__submission__assignment=assignment)
+        .order_by()
+        .values_list("review_id", "row_id", "value", "review__submission_id", username)
+    )
+    for rid, row_id, value, sid, who in scores:
+        if sid not in ids:
+            continue
+        by_review[rid][row_id] = value
+        review_of[rid] = (sid, who)
     checks: dict[int, dict[str, dict[str, int]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(int))
     )
-    for sid, cid, status in CheckResult.objects.filter(submission_id__in=ids).values_list(
-        "submission_id", "check_id", "status"
-    ):
-        checks[sid][cid.split(".", 1)[0]][status] += 1
+    for sid, cid, status in CheckResult.objects.filter(
+        submission__assignment=assignment
+    ).values_list("submission_id", "check_id", "status"):
+        if sid in ids:
+            checks[sid][cid.split(".", 1)[0]][status] += 1
     reviews_of: dict[int, list[int]] = defaultdict(list)
     for rid, (sid, _) in review_of.items():
         reviews_of[sid].append(rid)
+    weights = [(row.pk, row.weight) for row in rubric_rows]
     out = []
     for s in latest.values():
-        reviews = reviews_of[s.pk]
-        cells = []
-        for row in rubric_rows:
-            values = [by_review[r][row.pk] for r in reviews if by_review[r].get(row.pk) is not None]
-            cells.append(RowCell(values))
-        totals = []
-        for r in reviews:
-            total = weighted_total([(row.weight, by_review[r].get(row.pk)) for row in rubric_rows])
-            if total is not None:
-                totals.append(total)
+        reviews = [by_review[r] for r in reviews_of[s.pk]]
+        cells = [RowCell([v for r in reviews if (v := r.get(pk)) is not None]) for pk, _ in weights]
+        totals = [
+            t
+            for r in reviews
+            if (t := weighted_total([(w, r.get(pk)) for pk, w in weights])) is not None
+        ]
         out.append(
             CandidateRow(
                 submission=s,
                 cells=cells,
                 totals=totals,
-                reviewers=sorted(review_of[r][1] for r in reviews),
+                reviewers=sorted(review_of[r][1] for r in reviews_of[s.pk]),
                 checks={g: dict(v) for g, v in checks[s.pk].items()},
             )
         )

@@ -121,7 +121,7 @@ def _row_context(
 def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One submission: header, jobs, checks, recordings, conversations, trace, rubric."""
     submission = get_submission_for_user(request, pk)
-    context = submission_context(submission)
+    context = submission_context(submission, request.GET)
     if request.htmx and request.GET.get("panel") == "jobs":
         response = render(request, "submissions/submission.html#job-panel", context)
         if not context["jobs_active"]:
@@ -210,6 +210,9 @@ def review_submit_view(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(f"{submission.get_absolute_url()}#rubric")
 
 
+COMPARISON_PAGE_SIZE = 50
+
+
 @login_required
 @require_GET
 def comparison(request: HttpRequest, slug: str) -> HttpResponse:
@@ -223,14 +226,17 @@ def comparison(request: HttpRequest, slug: str) -> HttpResponse:
         response = HttpResponse(comparison_csv(rubric_rows, rows), content_type="text/csv")
         response["Content-Disposition"] = f'attachment; filename="{assignment.slug}-comparison.csv"'
         return response
-    bars = chart_bars(rows)
+    # The CSV holds every candidate; the page shows them COMPARISON_PAGE_SIZE at a time.
+    page = Paginator(rows, COMPARISON_PAGE_SIZE).get_page(request.GET.get("page"))
+    bars = chart_bars(page.object_list)
     return render(
         request,
         "reviewer/comparison.html",
         {
             "assignment": assignment,
             "rubric_rows": rubric_rows,
-            "rows": rows,
+            "rows": page.object_list,
+            "page": page,
             "sort": sort,
             "bars": bars,
             "chart_height": max(30, len(bars) * 28),

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Q
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
@@ -75,6 +77,8 @@ def handle_upload(
 
 
 _LIST_CAP = 200
+# Rows a page when the long lists paginate (see submission_context).
+PAGE_SIZE = 50
 # Failures first, then warnings, errors, passes and skips.
 _CHECK_ORDER = {"fail": 0, "error": 1, "warn": 2, "pass": 3, "skip": 4}
 
@@ -120,12 +124,37 @@ def _secret_paths(checks: list[CheckResult]) -> set[str]:
     return set()
 
 
-def submission_context(submission: Submission) -> dict[str, object]:
-    """Everything the submission page shows of a submission itself (no scoring)."""
+def _page(queryset: QuerySet, size: int, number: str | None) -> Page:
+    """One page of a long list (two queries: count and slice), evaluated for the template."""
+    page = Paginator(queryset, size).get_page(number)
+    page.object_list = list(page.object_list)
+    return page
+
+
+def submission_context(
+    submission: Submission, pages: Mapping[str, str] | None = None
+) -> dict[str, object]:
+    """Everything the submission page shows of a submission itself (no scoring).
+
+    Long lists (recordings, turns, trace rows) show their first `_LIST_CAP` rows, findings
+    their first 200; given `pages` (the request's GET parameters), all four paginate instead,
+    `PAGE_SIZE` rows a page, each by its own parameter (`recordings`, `turns`, `trace`,
+    `findings`).
+    """
+    paged = pages is not None
+    size = PAGE_SIZE if paged else _LIST_CAP
+    pages = pages or {}
     jobs = list(submission.jobs.all())
-    recordings = submission.recordings.order_by("path", "pk")
-    turns = submission.turns.select_related("recording").order_by("thread", "index")
-    trace_rows = submission.trace_rows.order_by("recording_id", "line")
+    recordings = _page(submission.recordings.order_by("path", "pk"), size, pages.get("recordings"))
+    turns = _page(
+        submission.turns.select_related("recording").order_by("thread", "index"),
+        size,
+        pages.get("turns"),
+    )
+    trace_rows = _page(
+        submission.trace_rows.order_by("recording_id", "line"), size, pages.get("trace")
+    )
+    findings = _page(submission.findings.all(), size, pages.get("findings")) if paged else None
     checks = sorted(
         submission.checks.all(), key=lambda c: (_CHECK_ORDER.get(c.status, 9), c.check_id)
     )
@@ -138,13 +167,17 @@ def submission_context(submission: Submission) -> dict[str, object]:
         "secret_paths": _secret_paths(checks),
         "stale_cutoff": cutoff,
         "logs": [job for job in jobs if job.log],
-        "recordings": list(recordings[:_LIST_CAP]),
-        "recording_count": recordings.count(),
-        "turns": list(turns[:_LIST_CAP]),
-        "turn_count": turns.count(),
-        "trace_rows": list(trace_rows[:_LIST_CAP]),
-        "trace_row_count": trace_rows.count(),
-        "list_cap": _LIST_CAP,
+        "recordings": recordings.object_list,
+        "recording_count": recordings.paginator.count,
+        "recordings_page": recordings,
+        "turns": turns.object_list,
+        "turn_count": turns.paginator.count,
+        "turns_page": turns,
+        "trace_rows": trace_rows.object_list,
+        "trace_row_count": trace_rows.paginator.count,
+        "trace_page": trace_rows,
+        "list_cap": size,
+        "paged": paged,
         "submission": submission,
         "jobs": jobs,
         "jobs_active": any(not job.is_final for job in jobs),
@@ -152,5 +185,6 @@ def submission_context(submission: Submission) -> dict[str, object]:
             job.enqueue_error and job.state == Job.State.QUEUED for job in jobs
         ),
         "checks": checks,
-        "findings": list(submission.findings.all()[:200]),
+        "findings": findings.object_list if paged else list(submission.findings.all()[:200]),
+        "findings_page": findings,
     }

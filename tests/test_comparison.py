@@ -166,3 +166,43 @@ def test_assignment_page_paginates(client, lead, assignment) -> None:
     page = client.get(reverse("assignment", args=[assignment.slug])).content.decode()
     assert "page 1 of 2" in page
     assert page.count("<tr>") - 1 == 50  # header row + one page of candidates
+
+
+def test_comparison_template_pages_when_given_a_page(rf, lead, reviewer, assignment) -> None:
+    from django.core.paginator import Paginator
+    from django.template.loader import render_to_string
+
+    from reviewer.comparison import chart_bars, comparison_rows
+
+    _cohort(assignment, [reviewer], 5, scores=(2,))
+    rubric_rows, rows = comparison_rows(assignment, sort="name")
+    page = Paginator(rows, 2).get_page("2")
+    request = rf.get(reverse("comparison", args=[assignment.slug]), {"sort": "name", "page": 2})
+    request.user = lead
+    context = {
+        "assignment": assignment,
+        "rubric_rows": rubric_rows,
+        "rows": page.object_list,
+        "page": page,
+        "sort": "name",
+        "bars": chart_bars(page.object_list),
+    }
+    body = render_to_string("reviewer/comparison.html", context, request=request)
+    assert "Candidate 002" in body and "Candidate 001" not in body
+    assert "candidates 3–4 of 5" in body
+    assert "?sort=name&amp;page=1" in body and "?sort=name&amp;page=3" in body
+
+
+def test_the_comparison_page_shows_fifty_candidates_a_page_and_the_csv_all(
+    client, lead, reviewer, assignment
+) -> None:
+    _cohort(assignment, [reviewer], 55, scores=(2,))
+    client.force_login(lead)
+    url = reverse("comparison", args=[assignment.slug])
+    first = client.get(url, {"sort": "name"}).content.decode()
+    assert "candidates 1–50 of 55" in first
+    assert "Candidate 049" in first and "Candidate 050" not in first
+    second = client.get(url, {"sort": "name", "page": 2}).content.decode()
+    assert "Candidate 054" in second and "Candidate 049" not in second
+    csv_text = client.get(url, {"format": "csv"}).content.decode()
+    assert "Candidate 000" in csv_text and "Candidate 054" in csv_text

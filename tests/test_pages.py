@@ -288,3 +288,52 @@ def test_idempotency_probe_card_shows_requests_and_curl(
     assert "same key, different body" in page and "expected 409, got 200" in page
     assert "curl -sS -i -X POST http://stub/orders" in page
     assert "&lt;b&gt;x&lt;/b&gt;" in page
+
+
+def test_long_lists_show_their_first_rows_with_a_count(reviewer, assignment, candidate) -> None:
+    from submissions.models import Recording
+    from submissions.views import _LIST_CAP, submission_context
+
+    s = _submission_for(reviewer, assignment, candidate)
+    Recording.objects.bulk_create(
+        [Recording(submission=s, path=f"c/{i:04d}.json", format="vcr") for i in range(205)]
+    )
+    context = submission_context(s)
+    assert len(context["recordings"]) == _LIST_CAP
+    assert context["recording_count"] == 205
+    assert not context["paged"]
+
+
+def test_long_lists_paginate_each_by_its_own_parameter(rf, reviewer, assignment, candidate) -> None:
+    from django.template.loader import render_to_string
+
+    from submissions.models import Finding, Recording, TraceRow, Turn
+    from submissions.views import PAGE_SIZE, submission_context
+
+    s = _submission_for(reviewer, assignment, candidate)
+    recs = Recording.objects.bulk_create(
+        [Recording(submission=s, path=f"c/{i:04d}.json", format="vcr") for i in range(120)]
+    )
+    Turn.objects.bulk_create([Turn(submission=s, thread=0, index=i) for i in range(60)])
+    TraceRow.objects.bulk_create(
+        [TraceRow(submission=s, recording=recs[0], line=i) for i in range(10)]
+    )
+    Finding.objects.bulk_create(
+        [Finding(submission=s, kind="k", path=f"f{i:02d}", message="m") for i in range(55)]
+    )
+    params = {"recordings": "3", "turns": "2", "findings": "2"}
+    context = submission_context(s, params)
+    assert [f.path for f in context["findings"]] == [f"f{i:02d}" for i in range(50, 55)]
+    assert [r.path for r in context["recordings"]] == [f"c/{i:04d}.json" for i in range(100, 120)]
+    assert [t.index for t in context["turns"]] == list(range(PAGE_SIZE, 60))
+    assert len(context["trace_rows"]) == 10  # one page: no pager
+    assert submission_context(s, {"recordings": "99"})["recordings_page"].number == 3
+    request = rf.get(s.get_absolute_url(), params)
+    request.user = reviewer
+    page = render_to_string("submissions/submission.html", context, request=request)
+    # Page links keep the other lists' pages.
+    assert "?recordings=2&amp;turns=2&amp;findings=2#recordings" in page and "page 3 of 3" in page
+    assert "?recordings=3&amp;turns=1&amp;findings=2#conversations" in page
+    assert "?recordings=3&amp;turns=2&amp;findings=1#findings" in page
+    assert '<ol class="turns" start="51">' in page
+    assert "Showing the first" not in page
