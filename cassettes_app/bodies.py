@@ -7,7 +7,8 @@ import binascii
 import json
 import re
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import chain
 from typing import Any, NamedTuple
 
 import brotli
@@ -177,6 +178,21 @@ def ascii_json(data: bytes) -> bool:
     return data.isascii() and b"\x7f" not in data and (b"\\" not in data or b"\\u" not in data)
 
 
+def _normalised(headers: object) -> bool:
+    """True for a list of (str, str) pairs, which `header_pairs` would only copy.
+
+    The parsers pass the pairs they already built for the interaction; normalising them
+    again cost more than the rest of decoding a small body.
+    """
+    # Three C-speed passes (map, set) instead of a Python step per header.
+    return (
+        type(headers) is list
+        and set(map(type, headers)) <= {tuple}
+        and set(map(len, headers)) <= {2}
+        and set(map(type, chain.from_iterable(headers))) <= {str}
+    )
+
+
 def decode_body(
     raw: bytes | bytearray | str | dict[str, Any] | list[Any] | None,
     headers: Mapping[str, Any] | Iterable[tuple[str, str]] | None = None,
@@ -191,7 +207,7 @@ def decode_body(
     `ascii_values` promises that every string in a dict or list `raw` is ASCII without DEL
     (see `ascii_json`); the result is the same, only faster to get.
     """
-    pairs = header_pairs(headers)[0]
+    pairs = headers if _normalised(headers) else header_pairs(headers)[0]
     content_type = get_header(pairs, "content-type")
     media = _media_type(content_type)
     if raw is None:
@@ -345,23 +361,31 @@ def _sse_event(block: str) -> SseEvent | None:
     return SseEvent(event, "\n".join(data), event_id) if data else None
 
 
+def _blocks(text: str) -> Iterable[str]:
+    """The event blocks of a stream: the texts between blank lines, the last one included."""
+    if "\r" not in text:
+        return text.split("\n\n")  # the usual line ends: one C-speed split
+    return _blocks_any_line_end(text)
+
+
+def _blocks_any_line_end(text: str) -> Iterator[str]:
+    start = 0
+    for match in _BLANK.finditer(text):
+        yield text[start : match.start()]
+        start = match.end()
+    yield text[start:]
+
+
 def parse_sse(text: str, max_events: int) -> tuple[list[SseEvent], bool]:
     """Split an event stream into events (WHATWG rules); True when capped at max_events."""
     events: list[SseEvent] = []
-    start = 0
-    for match in _BLANK.finditer(text):
-        event = _sse_event(text[start : match.start()])
-        start = match.end()
+    # A stream cut without its final blank line still counts its last event.
+    for block in _blocks(text):
+        event = _sse_event(block)
         if event is not None:
             if len(events) >= max_events:
                 return events, True
             events.append(event)
-    # A stream cut without its final blank line still counts its last event.
-    event = _sse_event(text[start:])
-    if event is not None:
-        if len(events) >= max_events:
-            return events, True
-        events.append(event)
     return events, False
 
 
@@ -378,6 +402,7 @@ def _decode_sse(text: str, limits: ParseLimits) -> tuple[Any, str, bool, list[st
             f"event stream has over {limits.max_events} events (max_events); kept the first"
         )
     note = f"sse: {len(events)} events"
+    load = safeload.json_loader(limits)
     payloads: list[dict[str, Any]] = []
     kind: str | None = None
     for number, event in enumerate(events, start=1):
@@ -390,7 +415,7 @@ def _decode_sse(text: str, limits: ParseLimits) -> tuple[Any, str, bool, list[st
         if not data or data == "[DONE]":
             continue
         try:
-            obj = safeload.load_json(data, limits)
+            obj = load(data)
         except safeload.LoadError as exc:
             if len(problems) < _KIND_WINDOW:
                 problems.append(f"sse event {number}: {exc.message}")
@@ -451,6 +476,9 @@ class _Joiner:
         self._parts.clear()
 
 
+_CHUNK_FIELDS = ("id", "created", "model", "system_fingerprint", "service_tier")
+
+
 def _openai_chat(chunks: list[dict[str, Any]], limits: ParseLimits) -> tuple[Any, list[str]]:
     """Fold chat.completion.chunk deltas into one chat.completion."""
     out: dict[str, Any] = {"id": None, "object": "chat.completion", "created": None, "model": None}
@@ -459,36 +487,47 @@ def _openai_chat(chunks: list[dict[str, Any]], limits: ParseLimits) -> tuple[Any
     usage = None
     joiner = _Joiner()
     for chunk in chunks:
-        for key in ("id", "created", "model", "system_fingerprint", "service_tier"):
-            if chunk.get(key) is not None:
-                out[key] = chunk[key]
+        # One lookup per field and per delta key: a stream has a chunk per few tokens.
+        for key in _CHUNK_FIELDS:
+            value = chunk.get(key)
+            if value is not None:
+                out[key] = value
         if isinstance(chunk.get("usage"), dict):
             usage = chunk["usage"]
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict):
                 continue
-            index = choice.get("index") if isinstance(choice.get("index"), int) else 0
-            slot = choices.setdefault(
-                index,
-                {
+            index = choice.get("index")
+            if not isinstance(index, int):
+                index = 0
+            slot = choices.get(index)
+            if slot is None:
+                slot = choices[index] = {
                     "index": index,
                     "message": {"role": "assistant", "content": None},
                     "logprobs": None,
                     "finish_reason": None,
-                },
-            )
+                }
             message = slot["message"]
-            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
-            if isinstance(delta.get("role"), str):
-                message["role"] = delta["role"]
-            joiner.add(message, "content", delta.get("content"))
-            joiner.add(message, "refusal", delta.get("refusal"))
+            delta = choice.get("delta")
+            if not isinstance(delta, dict):
+                delta = {}
+            role = delta.get("role")
+            if isinstance(role, str):
+                message["role"] = role
+            content = delta.get("content")
+            if isinstance(content, str):
+                joiner.add(message, "content", content)
+            refusal = delta.get("refusal")
+            if isinstance(refusal, str):
+                joiner.add(message, "refusal", refusal)
             if isinstance(delta.get("function_call"), dict):
                 legacy = message.setdefault("function_call", {"name": "", "arguments": ""})
                 joiner.add(legacy, "name", delta["function_call"].get("name"))
                 joiner.add(legacy, "arguments", delta["function_call"].get("arguments"))
-            slot_calls = calls.setdefault(index, {})
-            for position, piece in enumerate(delta.get("tool_calls") or []):
+            pieces = delta.get("tool_calls") or []
+            slot_calls = calls.setdefault(index, {}) if pieces else {}
+            for position, piece in enumerate(pieces):
                 if not isinstance(piece, dict):
                     continue
                 call_index = piece.get("index") if isinstance(piece.get("index"), int) else position
@@ -503,8 +542,9 @@ def _openai_chat(chunks: list[dict[str, Any]], limits: ParseLimits) -> tuple[Any
                 function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
                 joiner.add(call["function"], "name", function.get("name"))
                 joiner.add(call["function"], "arguments", function.get("arguments"))
-            if choice.get("finish_reason") is not None:
-                slot["finish_reason"] = choice["finish_reason"]
+            finish_reason = choice.get("finish_reason")
+            if finish_reason is not None:
+                slot["finish_reason"] = finish_reason
             logprobs = choice.get("logprobs")
             if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
                 merged = slot["logprobs"] or {"content": []}

@@ -7,7 +7,8 @@ import functools
 import gc
 import json
 import math
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from itertools import compress
 from typing import Any
 
@@ -48,20 +49,25 @@ def decode_utf8(data: bytes | bytearray | str) -> str:
     """Decode UTF-8 (BOM stripped); refuse UTF-16/32 and invalid bytes with a clear error."""
     if isinstance(data, str):
         return data[1:] if data.startswith("\ufeff") else data
-    raw = bytes(data)
-    if raw.startswith(codecs.BOM_UTF8):
-        raw = raw[3:]
-    elif raw.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
-        raise LoadError("file is UTF-32 encoded (byte-order mark found); expected UTF-8", 1)
-    elif raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        raise LoadError("file is UTF-16 encoded (byte-order mark found); expected UTF-8", 1)
-    elif raw[:1] == b"\x00" or raw[1:2] == b"\x00":
-        raise LoadError("file looks UTF-16 encoded (NUL bytes); expected UTF-8", 1)
+    raw = _without_bom(bytes(data))
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise LoadError(f"invalid UTF-8 at byte {exc.start}", line) from None
+
+
+def _without_bom(raw: bytes) -> bytes:
+    """Drop a UTF-8 byte-order mark; refuse a file that is UTF-16 or UTF-32."""
+    if raw.startswith(codecs.BOM_UTF8):
+        return raw[3:]
+    if raw.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        raise LoadError("file is UTF-32 encoded (byte-order mark found); expected UTF-8", 1)
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise LoadError("file is UTF-16 encoded (byte-order mark found); expected UTF-8", 1)
+    if raw[:1] == b"\x00" or raw[1:2] == b"\x00":
+        raise LoadError("file looks UTF-16 encoded (NUL bytes); expected UTF-8", 1)
+    return raw
 
 
 # --- JSON --------------------------------------------------------------------
@@ -92,8 +98,11 @@ def _check_depth(obj: Any, max_depth: int) -> None:
 
 
 @functools.lru_cache(maxsize=16)
-def _decoder(max_int_digits: int) -> json.JSONDecoder:
-    """One strict decoder per digit limit (hooks built once, not per call)."""
+def _decoder(max_int_digits: int, check_ints: bool = True) -> json.JSONDecoder:
+    """One strict decoder per digit limit (hooks built once, not per call).
+
+    Without `check_ints` integers are left to int(), for when its own digit limit is ours.
+    """
 
     def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         result = dict(pairs)
@@ -125,9 +134,40 @@ def _decoder(max_int_digits: int) -> json.JSONDecoder:
     return json.JSONDecoder(
         object_pairs_hook=pairs_hook,
         parse_constant=reject_constant,
-        parse_int=parse_int,
+        parse_int=parse_int if check_ints else None,
         parse_float=parse_float,
     )
+
+
+_WHITESPACE = json.decoder.WHITESPACE.match
+
+
+def _decode(decoder: json.JSONDecoder, text: str) -> Any:
+    """`decoder.decode(text)` without its two Python frames: bodies and events are many."""
+    start = _WHITESPACE(text, 0).end()
+    try:
+        obj, end = decoder.scan_once(text, start)  # type: ignore[attr-defined]
+    except StopIteration as err:
+        raise json.JSONDecodeError("Expecting value", text, err.value) from None
+    if end != len(text):
+        end = _WHITESPACE(text, end).end()
+        if end != len(text):
+            raise json.JSONDecodeError("Extra data", text, end)
+    return obj
+
+
+def _strict_decode(text: str, max_int_digits: int) -> Any:
+    """Decode with the strict decoder, sparing the Python call per integer when possible."""
+    if max_int_digits == sys.get_int_max_str_digits():
+        # int() refuses the same integers our hook does, with a plain ValueError; the hooked
+        # decoder then runs again only to word the error as before.
+        try:
+            return _decode(_decoder(max_int_digits, False), text)
+        except (LoadError, json.JSONDecodeError):
+            raise
+        except ValueError:
+            pass
+    return _decode(_decoder(max_int_digits), text)
 
 
 def load_json(data: bytes | bytearray | str, limits: ParseLimits = DEFAULT_LIMITS) -> Any:
@@ -139,7 +179,7 @@ def load_json(data: bytes | bytearray | str, limits: ParseLimits = DEFAULT_LIMIT
     gc.disable()
     try:
         try:
-            obj = _decoder(limits.max_int_digits).decode(text)
+            obj = _strict_decode(text, limits.max_int_digits)
         except LoadError:
             raise
         except json.JSONDecodeError as exc:
@@ -157,6 +197,35 @@ def load_json(data: bytes | bytearray | str, limits: ParseLimits = DEFAULT_LIMIT
         if was_enabled:
             gc.enable()
     return obj
+
+
+def json_loader(limits: ParseLimits = DEFAULT_LIMITS) -> Callable[[str], Any]:
+    """`load_json` for many small texts (stream events): the same results, set up once.
+
+    A text the scanner reads whole, with too few brackets to need the depth walk, is done
+    in one C call; anything else (whitespace around it, an error, a long text) goes to
+    `load_json` itself, so its results and messages are the only ones.
+    """
+    int_limit_is_ours = limits.max_int_digits == sys.get_int_max_str_digits()
+    scan = _decoder(limits.max_int_digits, not int_limit_is_ours).scan_once  # type: ignore[attr-defined]
+    max_depth = limits.max_depth
+
+    def load(text: str) -> Any:
+        try:
+            obj, end = scan(text, 0)
+        except LoadError:
+            raise  # a duplicate key or a bad number: the same error load_json raises
+        except (StopIteration, ValueError, RecursionError):
+            return load_json(text, limits)
+        if (
+            end == len(text)
+            and end <= _WALK_ALWAYS
+            and text.count("[") + text.count("{") <= max_depth
+        ):
+            return obj
+        return load_json(text, limits)
+
+    return load
 
 
 def iter_jsonl(
@@ -200,6 +269,13 @@ def iter_jsonl(
 
 _PY_PREFIX = "tag:yaml.org,2002:python/"
 _STD_PREFIX = "tag:yaml.org,2002:"
+_STR = _STD_PREFIX + "str"
+_SEQ = _STD_PREFIX + "seq"
+_MAP = _STD_PREFIX + "map"
+# Scalar tags whose safe constructors read one node and nothing else.
+_PLAIN_SCALARS = frozenset(
+    _STD_PREFIX + name for name in ("null", "bool", "int", "float", "binary", "timestamp")
+)
 
 
 def _short_tag(tag: str) -> str:
@@ -207,7 +283,34 @@ def _short_tag(tag: str) -> str:
 
 
 class _CassetteLoader(_BaseLoader):  # type: ignore[misc,valid-type]
-    """Safe loader plus the few benign python tags legacy vcrpy cassettes carry."""
+    """Safe loader plus the few benign python tags legacy vcrpy cassettes carry.
+
+    libyaml's composer calls back into Python to resolve the tag of every node. With no
+    path resolvers a collection's tag is fixed and a quoted scalar is always a string, and
+    a plain scalar's tag depends on its text alone; so `resolve` answers those at once.
+    """
+
+    def resolve(self, kind: Any, value: str, implicit: tuple[bool, bool]) -> str:
+        if kind is yaml.MappingNode:
+            return _MAP
+        if kind is yaml.SequenceNode:
+            return _SEQ
+        if not implicit[0]:
+            return _STR  # quoted, or tagged with the non-specific `!`
+        # A plain scalar's tag depends on its text alone: keys and header values recur.
+        tag = _RESOLVED.get(value)
+        if tag is None:
+            tag = super().resolve(kind, value, implicit)
+            if len(value) <= 64 and len(_RESOLVED) < 4096:
+                _RESOLVED[value] = tag
+        return tag
+
+
+_RESOLVED: dict[str, str] = {}
+
+
+# The shortcuts in `resolve` are only right while no path resolver is registered.
+assert not _CassetteLoader.yaml_path_resolvers
 
 
 def _construct_python_str(loader: _CassetteLoader, node: yaml.Node) -> str:
@@ -310,33 +413,151 @@ def _check_graph(root: yaml.Node, limits: ParseLimits) -> None:
         stack.extend((child, depth + 1, False) for child in _children(node))
 
 
+class _NotPlainTree(Exception):
+    """The document is not a plain tree of common tags: take the general, checked path."""
+
+
+def _build_plain_tree(loader: _CassetteLoader, root: yaml.Node, limits: ParseLimits) -> Any:
+    """Construct a document in one walk, if it is a plain tree; else raise _NotPlainTree.
+
+    A plain tree has no aliases (every node is met once) and only str/seq/map and simple
+    scalar tags, no merge keys, no python tags. For such a tree the expanded node count is
+    the node count, the alias count is zero and the depth is the walk's depth, so checking
+    them on the way is the whole of `_check_graph`, and the values are those
+    `construct_document` builds. Anything else, a budget overrun included, is left to
+    `_check_graph` + `construct_document`, so their verdicts and messages stay the only ones.
+    """
+    seen: set[int] = set()
+    constructors = loader.yaml_constructors
+    max_depth = limits.max_depth
+    max_nodes = limits.max_yaml_nodes
+    scalar_node, sequence_node, mapping_node = yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode
+
+    def scalar(node: yaml.Node) -> Any:
+        key = id(node)
+        if key in seen:
+            raise _NotPlainTree
+        seen.add(key)
+        tag = node.tag
+        if tag == _STR:
+            return node.value
+        if tag in _PLAIN_SCALARS:
+            return constructors[tag](loader, node)
+        raise _NotPlainTree
+
+    def build(node: yaml.Node, depth: int) -> Any:
+        """The value of a collection at `depth` (checked by the caller)."""
+        key = id(node)
+        if key in seen:
+            raise _NotPlainTree
+        seen.add(key)
+        items = node.value
+        if items and depth >= max_depth:  # its children would be too deep
+            raise _NotPlainTree
+        if len(seen) + 2 * len(items) > max_nodes:
+            raise _NotPlainTree
+        depth += 1
+        kind = type(node)
+        if kind is sequence_node and node.tag == _SEQ:
+            return [
+                scalar(child) if type(child) is scalar_node else build(child, depth)
+                for child in items
+            ]
+        if kind is not mapping_node or node.tag != _MAP:
+            raise _NotPlainTree
+        mapping: dict[Any, Any] = {}
+        for key_node, value_node in items:
+            # Scalar keys only (always hashable); merge `<<` and value `=` keys need flattening
+            # (their tags are not plain, so scalar() refuses them).
+            if type(key_node) is not scalar_node:
+                raise _NotPlainTree
+            mapping[scalar(key_node)] = (
+                scalar(value_node) if type(value_node) is scalar_node else build(value_node, depth)
+            )
+        return mapping
+
+    if max_depth < 1:
+        raise _NotPlainTree
+    try:
+        document = scalar(root) if type(root) is scalar_node else build(root, 1)
+    except Exception:  # whatever failed, the general path gives the verdict
+        raise _NotPlainTree from None
+    if len(seen) > max_nodes:
+        raise _NotPlainTree
+    return document
+
+
+def _composed(
+    data: bytes | bytearray | str, source: bytes | str
+) -> tuple[_CassetteLoader, yaml.Node | None]:
+    """Compose the one document of `source`; the caller disposes of the loader.
+
+    Bytes that fail to compose are composed again as decoded text, so that the error is the
+    one text always gave: invalid UTF-8 as decode_utf8 words it, a reader error naming a
+    string, not bytes.
+    """
+    loader = _CassetteLoader(source)
+    try:
+        return loader, loader.get_single_node()
+    except (RecursionError, yaml.YAMLError):
+        loader.dispose()
+        if isinstance(source, str):
+            raise
+    loader = _CassetteLoader(decode_utf8(data))
+    try:
+        return loader, loader.get_single_node()
+    except BaseException:
+        loader.dispose()
+        raise
+
+
 def load_yaml(data: bytes | bytearray | str, limits: ParseLimits = DEFAULT_LIMITS) -> Any:
     """Load one YAML document safely, with alias, node and depth budgets checked first."""
-    text = decode_utf8(data)
-    loader = _CassetteLoader(text)
+    # libyaml checks UTF-8 as strictly as Python's decoder, so it reads the bytes themselves,
+    # the very bytes the decoded text would encode to: decoding here, for the parser to
+    # encode again, only copied the file twice.
+    source = decode_utf8(data) if isinstance(data, str) else _without_bom(bytes(data))
+    # Composing and constructing allocate a node and a value per scalar and link them into
+    # trees: cyclic GC passes over them are pure cost (a fifth of the load). A recursive
+    # alias does make a cycle; it is collected once GC is back on.
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
         try:
-            node = loader.get_single_node()
+            loader, node = _composed(data, source)
         except RecursionError:
             raise LoadError(f"too deeply nested (over {limits.max_depth} levels)") from None
         except yaml.YAMLError as exc:
             raise LoadError(error_message(exc), error_line(exc)) from None
-        if node is None:
-            return None
-        _check_graph(node, limits)
         try:
-            return loader.construct_document(node)
-        except yaml.constructor.ConstructorError as exc:
-            line = error_line(exc)
-            if "could not determine a constructor" in str(exc):
-                tag = _short_tag(_tag_of(exc))
-                raise LoadError(f"unsupported YAML tag {tag}".strip(), line) from None
-            raise LoadError(error_message(exc), line) from None
-        except (ValueError, TypeError, OverflowError) as exc:
-            # e.g. an impossible timestamp such as 2024-13-45
-            raise LoadError(f"invalid YAML value: {exc}") from None
+            return _construct(loader, node, limits)
+        finally:
+            loader.dispose()
     finally:
-        loader.dispose()
+        if was_enabled:
+            gc.enable()
+
+
+def _construct(loader: _CassetteLoader, node: yaml.Node | None, limits: ParseLimits) -> Any:
+    """The document's value: a plain tree in one walk, anything else checked, then built."""
+    if node is None:
+        return None
+    try:
+        return _build_plain_tree(loader, node, limits)
+    except _NotPlainTree:
+        pass
+    _check_graph(node, limits)
+    try:
+        return loader.construct_document(node)
+    except yaml.constructor.ConstructorError as exc:
+        line = error_line(exc)
+        if "could not determine a constructor" in str(exc):
+            tag = _short_tag(_tag_of(exc))
+            raise LoadError(f"unsupported YAML tag {tag}".strip(), line) from None
+        raise LoadError(error_message(exc), line) from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        # e.g. an impossible timestamp such as 2024-13-45
+        raise LoadError(f"invalid YAML value: {exc}") from None
 
 
 def _tag_of(exc: yaml.YAMLError) -> str:

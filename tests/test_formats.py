@@ -252,6 +252,37 @@ def test_legacy_vcrpy_python_tags_load_through_explicit_constructors() -> None:
     assert second.request_body.json == {"q": "refund"}  # from builtins.iter
 
 
+def test_vcr_yaml_anchors_aliases_and_merge_keys_load() -> None:
+    # PyYAML's dumper writes an object met twice as &id001 ... *id001.
+    data = b"""interactions:
+- request:
+    body: null
+    headers: &id001
+      Accept: [application/json]
+    method: GET
+    uri: https://api.example.test/v1/a
+  response: &base
+    body: {string: '{"ok": true}'}
+    headers: {Content-Type: [application/json]}
+    status: {code: 200, message: OK}
+- request:
+    body: null
+    headers: *id001
+    method: GET
+    uri: https://api.example.test/v1/b
+  response:
+    <<: *base
+    status: {code: 404, message: Not Found}
+version: 1
+"""
+    result = parse_file("cassettes/shared.yaml", data)
+    assert result.findings == []
+    first, second = result.recordings[0].interactions
+    assert first.request_headers == second.request_headers == [("Accept", "application/json")]
+    assert (first.status, second.status) == (200, 404)
+    assert second.response_body.json == {"ok": True}
+
+
 def test_betamax_cassette_keeps_its_recorded_at() -> None:
     recording = load("betamax_cassette.json").recordings[0]
     assert recording.recorded_at == "2024-11-02T09:14:55"

@@ -107,6 +107,13 @@ def test_sse_parsing_follows_the_event_stream_rules() -> None:
     )
 
 
+@pytest.mark.parametrize("end", ["\r\n", "\r"])
+def test_sse_events_are_the_same_whatever_the_line_ends(end: str) -> None:
+    text = "data: a\n\n\n: note\nevent: x\ndata: b\ndata: c\n\n\n\nid: 7\ndata: tail\n"
+    assert parse_sse(text.replace("\n", end), 10) == parse_sse(text, 10)
+    assert [e.data for e in parse_sse(text, 10)[0]] == ["a", "b\nc", "tail"]
+
+
 def test_openai_chat_stream_with_interleaved_tool_call_pieces() -> None:
     def delta(d: dict, finish: str | None = None) -> dict:
         return {

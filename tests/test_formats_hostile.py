@@ -163,6 +163,30 @@ def test_it_reports_invalid_utf8_with_its_line() -> None:
     assert (finding.message, finding.line) == ("invalid UTF-8 at byte 32", 2)
 
 
+def test_it_reports_invalid_utf8_in_a_yaml_cassette_with_its_line() -> None:
+    data = vcr_yaml("'ok'").replace(b"method: GET", b"method: G\xffT")
+    at = data.index(b"\xff")
+    finding = only(parse("cassettes/bad.yaml", data), "parse_error")
+    assert (finding.message, finding.line) == (f"invalid UTF-8 at byte {at}", 5)
+
+
+def test_bad_stream_events_are_worded_as_bad_bodies_are() -> None:
+    bad = ['{"a": 1, "a": 2}', '{"n": ' + "7" * 5000 + "}", '{"x": NaN}', "{nope}", '{"a": 1} 2']
+    chunk = {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": "hi"}}],
+    }
+    text = "".join(f"data: {event}\n\n" for event in [json.dumps(chunk), *bad, " {} "])
+    body = decode_body(text, {"Content-Type": "text/event-stream"})
+    expected = []
+    for number, event in enumerate(bad, start=2):
+        with pytest.raises(safeload.LoadError) as caught:
+            safeload.load_json(event)
+        expected.append(f"sse event {number}: {caught.value.message}")
+    assert body.problems == tuple(expected)
+    assert body.json["choices"][0]["message"]["content"] == "hi"
+
+
 @pytest.mark.parametrize("codec", ["utf-16", "utf-16-le", "utf-32"])
 def test_it_refuses_utf16_and_utf32(codec: str) -> None:
     data = cassette().decode().encode(codec)

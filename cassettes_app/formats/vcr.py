@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from itertools import chain
 from typing import Any
 
 from cassettes_app import bodies, safeload
@@ -154,8 +155,8 @@ def _interaction(
 ) -> Interaction:
     request = item["request"]
     response = item.get("response") if isinstance(item.get("response"), dict) else {}
-    request_headers, coerced = header_pairs(request.get("headers"))
-    response_headers, coerced_response = header_pairs(response.get("headers"))
+    request_headers, coerced = _header_pairs(request.get("headers"))
+    response_headers, coerced_response = _header_pairs(response.get("headers"))
     if from_yaml:
         for side, names, pairs in (
             ("request", coerced, request_headers),
@@ -201,6 +202,19 @@ def _interaction(
         recorded_at=as_text_or_none(item.get("recorded_at")),
         extra=extra,
     )
+
+
+def _header_pairs(raw: Any) -> tuple[list[tuple[str, str]], list[str]]:
+    """`header_pairs`, done in comprehensions for the layout VCR.py writes (name: [values]).
+
+    Headers are most of a cassette's scalars; the general function costs a call or three
+    per value. Any other shape, or a value YAML read as other than a string, goes to it.
+    """
+    if type(raw) is dict and set(map(type, raw.values())) <= {list}:
+        pairs = [(name, value) for name, values in raw.items() for value in values]
+        if set(map(type, chain.from_iterable(pairs))) <= {str}:
+            return pairs, []
+    return header_pairs(raw)
 
 
 def _uri(request: dict[str, Any]) -> str | None:
