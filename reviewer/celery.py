@@ -5,13 +5,24 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import task_postrun, task_prerun, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reviewer.settings")
 
 app = Celery("reviewer")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _close_old_connections(**_: object) -> None:
+    """Treat each task as Django treats a request: drop a connection that errored or outlived
+    CONN_MAX_AGE; a kept one is pinged before its first query (CONN_HEALTH_CHECKS), so one a
+    soft time limit interrupted mid-query is replaced, not reused."""
+    from django.db import close_old_connections
+
+    close_old_connections()
 
 
 @worker_ready.connect

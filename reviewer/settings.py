@@ -84,7 +84,13 @@ TEMPLATES = [
 _database_url = env.str("DATABASE_URL")
 if _database_url:
     try:
-        DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60)}
+        # Connections are kept for a minute and pinged before reuse (workers keep theirs
+        # across jobs too: see reviewer/celery.py).
+        DATABASES = {
+            "default": dj_database_url.parse(
+                _database_url, conn_max_age=60, conn_health_checks=True
+            )
+        }
     except ValueError as exc:
         raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
 else:
@@ -258,7 +264,11 @@ else:
         "data_folder_out": str(BROKER_DIR / "queue"),
         "control_folder": str(BROKER_DIR / "control"),
         "store_processed": False,
-        "polling_interval": 0.5,
+        # The worker looks for messages this often, and its one prefetch slot is full while a
+        # job runs, so each job waits up to this long after the previous one: at 0.5 s a
+        # 0.2 s job spent twice its run time waiting (bench/bench_workers.py). An idle
+        # worker's listings at 0.05 s cost under 0.5 % of a core.
+        "polling_interval": 0.05,
     }
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True  # paired with Job.attempts so a crash cannot loop
@@ -277,6 +287,12 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
     "interval_max": 1,
 }
 CELERY_WORKER_MAX_TASKS_PER_CHILD = 50
+# Celery's Django fixup closes the database connection around every task unless this is set,
+# so each job paid for a new PostgreSQL backend (~20 ms of CPU a job in
+# bench/bench_workers.py, where an analysis takes ~200 ms). With it, the fixup closes only
+# every 50 tasks, and reviewer/celery.py applies Django's own request rule (CONN_MAX_AGE,
+# plus the health check) around each task.
+CELERY_DB_REUSE_MAX = 50
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
