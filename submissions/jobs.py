@@ -21,7 +21,7 @@ from pathlib import Path
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from submissions.models import Job, Submission
@@ -256,6 +256,20 @@ def _heartbeat(job_id: int) -> Iterator[None]:
         thread.join(timeout=5)
 
 
+def _drop_broken_connection() -> None:
+    """Replace a database connection the handler left unusable, so the job's end is stored.
+
+    A soft time limit is a signal: raised in the middle of a query, it leaves PostgreSQL's
+    connection busy ("another command is already in progress") and every later query on it
+    fails. Outside a transaction, an unusable connection is closed and the next query opens
+    a new one.
+    """
+    if connection.connection is None or connection.in_atomic_block:
+        return
+    if not connection.is_usable():
+        connection.close()
+
+
 def job_execute(*, job_id: int) -> str | None:
     """Run one job through its handler; returns the final state, or None when skipped."""
     job = _claim(job_id)
@@ -274,8 +288,10 @@ def job_execute(*, job_id: int) -> str | None:
     except JobError as exc:
         outcome = Outcome(Job.State.ERROR, str(exc))
     except SoftTimeLimitExceeded:
+        _drop_broken_connection()
         outcome = Outcome(Job.State.TIMED_OUT, "the job hit its soft time limit")
     except Exception as exc:
+        _drop_broken_connection()
         log.exception("job %s crashed", job.pk)
         outcome = Outcome(Job.State.ERROR, f"internal error: {type(exc).__name__}: {exc}")
     job.refresh_from_db(fields=["log", "progress", "step"])

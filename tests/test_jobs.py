@@ -326,3 +326,35 @@ def test_job_create_refuses_nothing_but_publishes_nothing_inside_rollback(
                 pass
         enqueue.assert_not_called()
     assert not submission.jobs.filter(kind=Job.Kind.SELFTEST).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_broken_by_the_time_limit_is_replaced_and_the_end_stored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A soft time limit raised mid-query leaves the connection unusable: the job still ends."""
+    from celery.exceptions import SoftTimeLimitExceeded
+    from django.db import connection
+
+    from submissions.models import Assignment, Candidate
+
+    submission = Submission.objects.create(
+        candidate=Candidate.objects.create(name="T"),
+        assignment=Assignment.objects.create(slug="t", title="t"),
+        archive="a.zip",
+        archive_sha256="1" * 64,
+    )
+    closed = []
+
+    def interrupted(job, progress):
+        monkeypatch.setattr(connection, "is_usable", lambda: False)
+        real_close = connection.close
+        monkeypatch.setattr(connection, "close", lambda: (closed.append(1), real_close()))
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setitem(jobs.HANDLERS, Job.Kind.SELFTEST, interrupted)
+    job = Job.objects.create(submission=submission, kind=Job.Kind.SELFTEST)
+    assert job_execute(job_id=job.pk) == Job.State.TIMED_OUT
+    assert closed
+    job.refresh_from_db()
+    assert job.state == Job.State.TIMED_OUT
