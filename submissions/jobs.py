@@ -21,7 +21,7 @@ from pathlib import Path
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import close_old_connections, connection, connections, transaction
 from django.utils import timezone
 
 from submissions.models import Job, Submission
@@ -237,15 +237,20 @@ def _heartbeat(job_id: int) -> Iterator[None]:
     stop = threading.Event()
 
     def beat() -> None:
-        while not stop.wait(settings.JOB_HEARTBEAT_SECONDS):
-            try:
-                Job.objects.filter(pk=job_id, state=Job.State.RUNNING).update(
-                    heartbeat_at=timezone.now()
-                )
-            except Exception:  # a missed beat is harmless; the next one retries
-                log.exception("heartbeat for job %s failed", job_id)
-            finally:
-                close_old_connections()
+        try:
+            while not stop.wait(settings.JOB_HEARTBEAT_SECONDS):
+                try:
+                    Job.objects.filter(pk=job_id, state=Job.State.RUNNING).update(
+                        heartbeat_at=timezone.now()
+                    )
+                except Exception:  # a missed beat is harmless; the next one retries
+                    log.exception("heartbeat for job %s failed", job_id)
+                finally:
+                    close_old_connections()
+        finally:
+            # This thread's connection: kept alive by CONN_MAX_AGE, it would outlive the
+            # thread, one idle database session per job.
+            connections.close_all()
 
     thread = threading.Thread(target=beat, name=f"heartbeat-{job_id}", daemon=True)
     thread.start()

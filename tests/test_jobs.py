@@ -358,3 +358,36 @@ def test_a_connection_broken_by_the_time_limit_is_replaced_and_the_end_stored(
     assert closed
     job.refresh_from_db()
     assert job.state == Job.State.TIMED_OUT
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_heartbeat_thread_closes_its_database_connection(
+    monkeypatch: pytest.MonkeyPatch, settings
+) -> None:
+    """Connections are kept for a minute: one left by each job's heartbeat thread would pile up."""
+    import threading
+    import time
+
+    from submissions.models import Assignment, Candidate
+
+    submission = Submission.objects.create(
+        candidate=Candidate.objects.create(name="H"),
+        assignment=Assignment.objects.create(slug="h", title="h"),
+        archive="a.zip",
+        archive_sha256="2" * 64,
+    )
+    settings.JOB_HEARTBEAT_SECONDS = 0.01
+    closed_in: list[str] = []
+    real_close_all = jobs.connections.close_all
+
+    def close_all() -> None:
+        closed_in.append(threading.current_thread().name)
+        real_close_all()
+
+    monkeypatch.setattr(jobs.connections, "close_all", close_all)
+    monkeypatch.setitem(jobs.HANDLERS, Job.Kind.SELFTEST, lambda job, progress: time.sleep(0.1))
+    job = _selftest(submission)
+    assert job_execute(job_id=job.pk) == Job.State.PASSED
+    assert any(name.startswith("heartbeat-") for name in closed_in)
+    job.refresh_from_db()
+    assert job.heartbeat_at is not None  # it did beat, through its own connection
