@@ -6,3 +6,8 @@ from django.apps import AppConfig
 class ReviewerConfig(AppConfig):
     name = "reviewer"
     verbose_name = "Reviewing"
+
+    def ready(self) -> None:
+        from reviewer import cache
+
+        cache.connect()

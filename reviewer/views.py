@@ -8,12 +8,14 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from cassettes_app.diff import FOLD_AT, diff_turns, render_segments
+from reviewer.cache import cached_fragment
 from reviewer.comparison import assignment_rows, chart_bars, comparison_csv, comparison_rows
 from reviewer.forms import ScoreForm
 from reviewer.health import queue_health
@@ -221,18 +223,18 @@ def comparison(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404("only hiring leads compare candidates")
     assignment = get_object_or_404(Assignment, slug=slug)
     sort = request.GET.get("sort", "total")
-    rubric_rows, rows = comparison_rows(assignment, sort=sort)
     if request.GET.get("format") == "csv":
+        rubric_rows, rows = comparison_rows(assignment, sort=sort)
         response = HttpResponse(comparison_csv(rubric_rows, rows), content_type="text/csv")
         response["Content-Disposition"] = f'attachment; filename="{assignment.slug}-comparison.csv"'
         return response
-    # The CSV holds every candidate; the page shows them COMPARISON_PAGE_SIZE at a time.
-    page = Paginator(rows, COMPARISON_PAGE_SIZE).get_page(request.GET.get("page"))
-    bars = chart_bars(page.object_list)
-    return render(
-        request,
-        "reviewer/comparison.html",
-        {
+
+    def table() -> str:
+        rubric_rows, rows = comparison_rows(assignment, sort=sort)
+        # The CSV holds every candidate; the page shows them COMPARISON_PAGE_SIZE at a time.
+        page = Paginator(rows, COMPARISON_PAGE_SIZE).get_page(request.GET.get("page"))
+        bars = chart_bars(page.object_list)
+        context = {
             "assignment": assignment,
             "rubric_rows": rubric_rows,
             "rows": page.object_list,
@@ -240,7 +242,16 @@ def comparison(request: HttpRequest, slug: str) -> HttpResponse:
             "sort": sort,
             "bars": bars,
             "chart_height": max(30, len(bars) * 28),
-        },
+        }
+        return render_to_string("reviewer/comparison.html#table", context, request=request)
+
+    query = request.GET.urlencode()
+    html = cached_fragment(assignment.pk, query, table)
+    return render(
+        request,
+        "reviewer/comparison.html",
+        # Rendered by our own template from escaped values, then cached as a string.
+        {"assignment": assignment, "table_html": mark_safe(html)},  # noqa: S308
     )
 
 

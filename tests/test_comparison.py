@@ -89,8 +89,11 @@ def test_comparison_query_count_does_not_grow_with_candidates(
     _cohort(assignment, [reviewer, reviewer2], n)
     client.force_login(lead)
     User.objects.get(pk=lead.pk)
-    with django_assert_max_num_queries(12):
-        assert client.get(reverse("comparison", args=[assignment.slug])).status_code == 200
+    url = reverse("comparison", args=[assignment.slug])
+    with django_assert_max_num_queries(18):  # built, and the cache written
+        assert client.get(url).status_code == 200
+    with django_assert_max_num_queries(7):  # then read from the cache
+        assert client.get(url).status_code == 200
 
 
 def _queries(client, url: str) -> int:
@@ -187,7 +190,7 @@ def test_comparison_template_pages_when_given_a_page(rf, lead, reviewer, assignm
         "sort": "name",
         "bars": chart_bars(page.object_list),
     }
-    body = render_to_string("reviewer/comparison.html", context, request=request)
+    body = render_to_string("reviewer/comparison.html#table", context, request=request)
     assert "Candidate 002" in body and "Candidate 001" not in body
     assert "candidates 3–4 of 5" in body
     assert "?sort=name&amp;page=1" in body and "?sort=name&amp;page=3" in body
@@ -206,3 +209,50 @@ def test_the_comparison_page_shows_fifty_candidates_a_page_and_the_csv_all(
     assert "Candidate 054" in second and "Candidate 049" not in second
     csv_text = client.get(url, {"format": "csv"}).content.decode()
     assert "Candidate 000" in csv_text and "Candidate 054" in csv_text
+
+
+def test_the_cached_table_changes_with_every_score_check_and_name(
+    client, lead, reviewer, assignment
+) -> None:
+    """The comparison is cached between changes, never served stale after one."""
+    from cassettes_app.checks import CheckOutcome
+    from reviewer.scoring import score_save
+    from submissions.analysis import checks_store
+
+    (sub,) = _cohort(assignment, [reviewer], 1, scores=(1,))
+    client.force_login(lead)
+    url = reverse("comparison", args=[assignment.slug])
+    first = client.get(url).content.decode()
+    with mock.patch("reviewer.views.comparison_rows") as rows:
+        again = client.get(url).content.decode()
+        rows.assert_not_called()  # served from the cache,
+    assert again.split("<main")[1] == first.split("<main")[1]  # the same table
+    assert again.split("<main")[0] != first.split("<main")[0]  # with a fresh CSRF token
+
+    review = Review.objects.get(submission=sub)
+    row = review.rubric.rows.first()
+    score = Score.objects.get(review=review, row=row)
+    score_save(
+        review=review, row=row, value=2, evidence="", override_reason="",
+        expected_version=score.version,
+    )  # fmt: skip
+    after_score = client.get(url).content.decode()
+    assert after_score != first
+
+    checks_store(sub, None, [CheckOutcome("replay.runs", "fail", "it broke")])
+    after_check = client.get(url).content.decode()
+    assert "1 fail" in after_check and "1 fail" not in after_score
+
+    candidate = sub.candidate
+    candidate.name = "Renamed Person"
+    candidate.save()
+    assert "Renamed Person" in client.get(url).content.decode()
+
+    newcomer = _cohort(assignment, [], 1, prefix="Newcomer")
+    assert newcomer and "Newcomer 000" in client.get(url).content.decode()
+
+    before = client.get(url).content.decode().split("</svg>")[0]
+    assert before.count("not scored") == 1  # the newcomer
+    Review.objects.filter(pk=review.pk).delete()  # cascades to its scores
+    chart = client.get(url).content.decode().split("</svg>")[0]
+    assert chart.count("not scored") == 2  # the newcomer, and now the renamed candidate
