@@ -39,12 +39,24 @@ def turn_text(turn: dict[str, Any] | None) -> str:
     parts = []
     for message in turn.get("new_messages") or []:
         parts.append(f"[{message.get('role', '?')}] {message.get('text') or ''}")
+        parts += _call_lines(message)
         for result in message.get("tool_results") or []:
             parts.append(f"[tool result] {result.get('content') or ''}")
     response = turn.get("response") or {}
     if response:
         parts.append(f"[response] {response.get('text') or ''}")
+        parts += _call_lines(response)
     return "\n".join(parts)
+
+
+def _call_lines(message: dict[str, Any]) -> list[str]:
+    """A message's tool calls as readable lines: name and arguments."""
+    lines = []
+    for call in message.get("tool_calls") or []:
+        args = call.get("arguments")
+        shown = args if isinstance(args, str) else json.dumps(args, sort_keys=True, default=str)
+        lines.append(f"[tool call] {call.get('name')}({shown})")
+    return lines
 
 
 def _tool_calls(turn: dict[str, Any] | None) -> list[tuple[str, str]]:

@@ -109,3 +109,17 @@ def test_diff_against_an_invisible_submission_is_404(client, reviewer, lead, ass
     client.force_login(reviewer)
     url = reverse("turn_diff", args=[mine.pk]) + f"?against={theirs.pk}"
     assert client.get(url).status_code == 404
+
+
+def test_tool_calls_are_part_of_the_shown_text() -> None:
+    from cassettes_app.diff import turn_text
+
+    turn = {
+        "new_messages": [{"role": "user", "text": "where is my order?"}],
+        "response": {
+            "role": "assistant",
+            "text": "",
+            "tool_calls": [{"name": "lookup_order", "arguments": {"id": "ord_1"}}],
+        },
+    }
+    assert '[tool call] lookup_order({"id": "ord_1"})' in turn_text(turn)
