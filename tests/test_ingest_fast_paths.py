@@ -350,3 +350,28 @@ def test_a_head_cut_inside_escaped_quotes_is_sniffed_at_once() -> None:
     started = time.perf_counter()
     assert base.json_top_keys(head) == ("object", {"key", "request"})
     assert time.perf_counter() - started < 1.0
+
+
+def test_bodies_two_submissions_share_are_stored_once(db: None) -> None:
+    """Content-addressed: a second submission with the same bodies adds no blob row."""
+    from submissions.models import Interaction
+
+    files = {f"cassettes/{i}.json": json.dumps(_cassette(f"question {i}", i)) for i in range(5)}
+    first, _ = _ingest({"README.md": "# one\n", **files})
+    stored = Blob.objects.count()
+    second, _ = ingest_inline(
+        {"README.md": "# two\n", **files},
+        assignment_values({"slug": "fast-paths", "title": "Fast paths", "replay_command": ""}),
+        candidate="Someone Else",
+    )
+    assert second.pk != first.pk
+    assert Blob.objects.count() == stored  # the README is not a body; every body was known
+    bodies = {
+        s.pk: set(
+            Interaction.objects.filter(recording__submission=s).values_list(
+                "request_blob_id", "response_blob_id"
+            )
+        )
+        for s in (first, second)
+    }
+    assert bodies[first.pk] == bodies[second.pk] and len(bodies[first.pk]) == 5
