@@ -99,3 +99,23 @@ def ingest_inline(repo, values: dict, *, candidate: str = "Candidate", stub_url:
         while job := submission.jobs.filter(state=Job.State.QUEUED).order_by("pk").first():
             job_execute(job_id=job.pk)
     return submission, {c.check_id: c for c in submission.checks.all()}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _end_leftover_database_sessions(django_db_setup, django_db_blocker):
+    """Before the test database is dropped, end sessions that subprocesses left behind.
+
+    Tests start real workers, stubs and servers; a process a test killed on purpose can
+    leave its PostgreSQL session open for a moment, and the drop then fails with "being
+    accessed by other users" (a warning, and a database left behind).
+    """
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -222,13 +223,15 @@ def test_the_same_rerecord_twice_is_one(client, reviewer, submission) -> None:
 
 
 def test_a_hostile_rerecord_archive_is_refused_and_nothing_is_stored(
-    client, reviewer, submission
+    client, reviewer, submission, settings
 ) -> None:
     client.force_login(reviewer)
     response = _upload(client, submission, zip_bytes([("../escape.json", b"{}")]))
     assert response.status_code == 400
     assert "rejected" in response.content.decode()
     assert not Rerecord.objects.exists()
+    scratch = [p for p in Path(settings.WORK_DIR).iterdir() if p.name.startswith("rerecord-")]
+    assert scratch == []  # the spooled upload and its trial unpack are gone
 
 
 def test_an_empty_rerecord_upload_gets_a_form_error(client, reviewer, submission) -> None:
