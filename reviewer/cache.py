@@ -1,69 +1,45 @@
 """The comparison table, rendered once per change of what it shows.
 
 A hiring lead's comparison of 1,000 candidates reads every score, review and check of the
-cohort; between two score saves it is the same table for every lead. It is cached under a
-generation number per assignment (plus one for everything that shows in every assignment's
-table: names, rubrics), and any save or delete of a row the table is built from moves the
-generation on. Signals catch the ORM's saves and deletes; the few `.update()` calls on such
-rows call `bump` themselves.
+cohort; between two score saves it is the same table for every lead. It is cached under the
+assignment's `table_generation`, which any save or delete of a row the table is built from
+moves on (names and rubrics show in every assignment's table: they move all of them).
+
+The generation is a column, moved by an UPDATE in the same transaction as the change: a
+request sees the new rows and the new generation together, and a rolled-back change moves
+nothing. Signals catch the ORM's saves and deletes; the few `.update()` calls on such rows
+call `bump` themselves.
 """
 
 from __future__ import annotations
 
 import hashlib
-import time
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
-from django.db import transaction
+from django.db.models import F
 from django.db.models.signals import post_delete, post_save
 
 from reviewer.models import Note, Review, RubricRow, RubricTemplate, Score
 from submissions.models import Assignment, Candidate, CheckResult, Submission
 
-_ALL = "cr:gen:all"
 TTL = 24 * 3600
 
 
-def _key(assignment_id: int) -> str:
-    return f"cr:gen:a:{assignment_id}"
-
-
 def bump(assignment_id: int | None = None) -> None:
-    """Move one assignment's generation on, or every assignment's when None.
-
-    Now, and again once the surrounding transaction commits: a request that read the new
-    generation before the change was visible may have cached the old table under it.
-    """
-    _bump(assignment_id)
-    transaction.on_commit(lambda: _bump(assignment_id))
+    """Move one assignment's generation on, or every assignment's when None."""
+    assignments = Assignment.objects.all()
+    if assignment_id is not None:
+        assignments = assignments.filter(pk=assignment_id)
+    assignments.update(table_generation=F("table_generation") + 1)
 
 
-def _bump(assignment_id: int | None) -> None:
-    key = _ALL if assignment_id is None else _key(assignment_id)
-    try:
-        cache.incr(key)
-    except ValueError:  # not cached yet (or evicted): any new value differs from the old
-        cache.set(key, time.time_ns(), TTL)
-
-
-def _generations(assignment_id: int) -> tuple[Any, Any]:
-    keys = [_ALL, _key(assignment_id)]
-    found = cache.get_many(keys)
-    for key in keys:
-        if key not in found:
-            # add(): two requests racing here agree on the first value written.
-            cache.add(key, time.time_ns(), TTL)
-            found[key] = cache.get(key)
-    return found[_ALL], found[_key(assignment_id)]
-
-
-def cached_fragment(assignment_id: int, query: str, build: Any) -> str:
-    """`build()`'s HTML for this assignment and query string, cached until a change."""
-    generations = _generations(assignment_id)
+def cached_fragment(assignment: Assignment, query: str, build: Callable[[], str]) -> str:
+    """`build()`'s HTML for this assignment (as loaded) and query string, until a change."""
     digest = hashlib.sha256(query.encode()).hexdigest()[:16]
-    key = f"cr:compare:{assignment_id}:{generations[0]}:{generations[1]}:{digest}"
+    key = f"cr:compare:{assignment.pk}:{assignment.table_generation}:{digest}"
     html = cache.get(key)
     if html is None:
         html = build()
@@ -74,33 +50,28 @@ def cached_fragment(assignment_id: int, query: str, build: Any) -> str:
 # ------------------------------------------------------------------ invalidation
 
 
-def _submission_assignment(submission_id: int | None) -> int | None:
-    if submission_id is None:
-        return None
+def _bump_for_submission(submission_id: int | None) -> None:
     rows = Submission.objects.filter(pk=submission_id).values_list("assignment_id", flat=True)
-    return rows.first()
+    assignment_id = rows.first()
+    if assignment_id is not None:
+        bump(assignment_id)
 
 
 def _on_submission(instance: Submission, **_: Any) -> None:
     bump(instance.assignment_id)
 
 
-def _on_check(instance: CheckResult, **_: Any) -> None:
-    bump(_submission_assignment(instance.submission_id) or 0)
-
-
-def _on_review(instance: Review, **_: Any) -> None:
-    bump(_submission_assignment(instance.submission_id) or 0)
+def _on_submission_row(instance: CheckResult | Review | Note, **_: Any) -> None:
+    _bump_for_submission(instance.submission_id)
 
 
 def _on_score(instance: Score, **_: Any) -> None:
-    submission_id = (
-        Review.objects.filter(pk=instance.review_id).values_list("submission_id", flat=True).first()
-    )
-    if submission_id is None:  # the review went first (a cascade): bump everything
+    rows = Review.objects.filter(pk=instance.review_id).values_list("submission_id", flat=True)
+    submission_id = rows.first()
+    if submission_id is None:  # its review is gone already (a cascade): move them all
         bump()
-        return
-    bump(_submission_assignment(submission_id) or 0)
+    else:
+        _bump_for_submission(submission_id)
 
 
 def _on_everything(**_: Any) -> None:
@@ -111,15 +82,22 @@ def connect() -> None:
     """Wire the invalidation (called once, from the app's ready())."""
     for model, handler in (
         (Submission, _on_submission),
-        (CheckResult, _on_check),
-        (Review, _on_review),
+        (CheckResult, _on_submission_row),
+        (Review, _on_submission_row),
+        (Note, _on_submission_row),
         (Score, _on_score),
-        (Note, _on_review),
+        (Candidate, _on_everything),
+        (RubricTemplate, _on_everything),
+        (RubricRow, _on_everything),
+        (get_user_model(), _on_everything),
     ):
-        post_save.connect(handler, sender=model, dispatch_uid=f"cr-cache-{model.__name__}")
-        post_delete.connect(handler, sender=model, dispatch_uid=f"cr-cache-del-{model.__name__}")
-    for model in (Candidate, Assignment, RubricTemplate, RubricRow, get_user_model()):
-        post_save.connect(_on_everything, sender=model, dispatch_uid=f"cr-cache-{model.__name__}")
-        post_delete.connect(
-            _on_everything, sender=model, dispatch_uid=f"cr-cache-del-{model.__name__}"
-        )
+        name = model.__name__
+        post_save.connect(handler, sender=model, dispatch_uid=f"cr-table-save-{name}")
+        post_delete.connect(handler, sender=model, dispatch_uid=f"cr-table-delete-{name}")
+    # An assignment's own save (its rubric, its title) moves its own generation.
+    post_save.connect(_on_assignment, sender=Assignment, dispatch_uid="cr-table-assignment")
+
+
+def _on_assignment(instance: Assignment, created: bool = False, **_: Any) -> None:
+    if not created:
+        bump(instance.pk)

@@ -246,7 +246,7 @@ def comparison(request: HttpRequest, slug: str) -> HttpResponse:
         return render_to_string("reviewer/comparison.html#table", context, request=request)
 
     query = request.GET.urlencode()
-    html = cached_fragment(assignment.pk, query, table)
+    html = cached_fragment(assignment, query, table)
     return render(
         request,
         "reviewer/comparison.html",

@@ -256,3 +256,29 @@ def test_the_cached_table_changes_with_every_score_check_and_name(
     Review.objects.filter(pk=review.pk).delete()  # cascades to its scores
     chart = client.get(url).content.decode().split("</svg>")[0]
     assert chart.count("not scored") == 2  # the newcomer, and now the renamed candidate
+
+
+def test_saving_a_stale_assignment_never_brings_an_old_table_back(
+    client, lead, reviewer, assignment
+) -> None:
+    """An assignment loaded before the table changed, saved after, keeps the newest table."""
+    from django.core.cache import cache
+
+    (sub,) = _cohort(assignment, [reviewer], 1, scores=(1,))
+    client.force_login(lead)
+    url = reverse("comparison", args=[assignment.slug])
+
+    def table() -> str:
+        return client.get(url).content.decode().split("<main")[1]
+
+    stale = type(assignment).objects.get(pk=assignment.pk)  # generation N
+    table()  # cached at N
+    scores = list(Score.objects.filter(review__submission=sub))
+    scores[0].delete()  # N + 1
+    table()  # cached at N + 1
+    scores[1].delete()  # N + 2
+    stale.title = "Renamed assignment"
+    stale.save()  # must not write N back (a bump would then land on N + 1's old table)
+    shown = table()
+    cache.clear()
+    assert shown == table()  # what a fresh build shows
