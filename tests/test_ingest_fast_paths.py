@@ -375,3 +375,22 @@ def test_bodies_two_submissions_share_are_stored_once(db: None) -> None:
         for s in (first, second)
     }
     assert bodies[first.pk] == bodies[second.pk] and len(bodies[first.pk]) == 5
+
+
+def test_bulk_insert_skips_stored_and_repeated_keys(db: None) -> None:
+    """Blobs already stored, and a key repeated in one batch, are skipped, never an error."""
+    from submissions.blobs import bulk_insert
+
+    def blob(sha: str, data: bytes) -> Blob:
+        return Blob(sha256=sha, size=len(data), data=data)
+
+    bulk_insert(Blob, [blob("a" * 64, b"first")], ignore_conflicts=True)
+    batch = [blob("a" * 64, b"again"), blob("b" * 64, b"new"), blob("b" * 64, b"new")]
+    bulk_insert(Blob, batch, ignore_conflicts=True)  # the repeat forces the slow path
+    bulk_insert(Blob, [blob("c" * 64, b"fast")], ignore_conflicts=True)
+    stored = dict(Blob.objects.values_list("sha256", "data"))
+    assert {k: bytes(v) for k, v in stored.items()} == {
+        "a" * 64: b"first",
+        "b" * 64: b"new",
+        "c" * 64: b"fast",
+    }
