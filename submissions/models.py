@@ -240,6 +240,7 @@ class Finding(models.Model):
 
     class Meta:
         ordering = ["path", "line", "pk"]
+        indexes = [models.Index(fields=["submission", "path", "line"])]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.path}:{self.line or ''}"
@@ -337,6 +338,8 @@ class Turn(models.Model):
 
     class Meta:
         ordering = ["submission", "thread", "index"]
+        # The submission page lists a page of turns in this order.
+        indexes = [models.Index(fields=["submission", "thread", "index"])]
 
     def __str__(self) -> str:
         return f"thread {self.thread} turn {self.index}"
@@ -364,6 +367,8 @@ class TraceRow(models.Model):
 
     class Meta:
         ordering = ["submission", "recording", "line"]
+        # The submission page lists a page of 100,000 rows in this order: no sort of them all.
+        indexes = [models.Index(fields=["submission", "recording", "line"])]
 
     def __str__(self) -> str:
         return f"{self.method} {self.url} ({self.status})"
