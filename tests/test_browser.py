@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -106,6 +107,30 @@ def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
     assert page.locator("text=First diverging turn").count() == 1
     page.click("text=First diverging turn >> a")
     _shot(page, "diff")
+
+    # A re-recorded version of the good repo, one answer changed, compared turn by turn.
+    rerecorded = tmp_path / "rerecorded"
+    shutil.copytree(DEMO_DIR / "repos" / "cassette-good", rerecorded)
+    changed = sorted((rerecorded / "cassettes").glob("*.json"))[0]
+    doc = json.loads(changed.read_text())
+    doc["response"]["choices"][0]["message"]["content"] += " Re-recorded today."
+    changed.write_text(json.dumps(doc))
+    rerecord_zip = tmp_path / "rerecorded.zip"
+    rerecord_zip.write_bytes(zip_tree(rerecorded, "cassette-good"))
+    page.goto(f"{base}/submissions/{good}/diff/")
+    page.set_input_files("#rerecords input[name=archive]", str(rerecord_zip))
+    page.click("#rerecords button[type=submit]")
+    page.wait_for_url(re.compile(r".*/rerecords/\d+/$"))
+    for _ in range(120):  # the worker compares; the page says so until it is done
+        if "differ" in page.locator("p.card").inner_text():
+            break
+        page.wait_for_timeout(500)
+        page.reload()
+    assert "1 differ" in page.locator("p.card").inner_text()
+    page.click(f"text={changed.relative_to(rerecorded).as_posix()} >> xpath=../.. >> a")
+    assert page.locator("tr.first td strong", has_text="first divergence").count() == 1
+    assert page.locator("td ins").count() > 0  # the changed words are highlighted
+    _shot(page, "rerecord")
 
     # Score every rubric row; each change autosaves.
     page.goto(f"{base}/submissions/{flawed}/")
