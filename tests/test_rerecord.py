@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 from unittest import mock
 
@@ -295,3 +296,31 @@ def test_the_cli_refuses_a_hostile_archive_with_the_reason(submission, tmp_path)
     with pytest.raises(CommandError, match="rejected"):
         call_command("rerecord", str(submission.pk), str(archive), "--inline")
     assert not Rerecord.objects.exists()
+
+
+def test_a_rerecord_over_the_upload_limit_or_not_an_archive_is_refused(
+    client, reviewer, submission, settings
+) -> None:
+    client.force_login(reviewer)
+    settings.INTAKE_MAX_UPLOAD_BYTES = 1000
+    big = _upload(client, submission, make_zip({"blob.bin": os.urandom(4000)}))
+    assert big.status_code == 400 and "the limit is 1000 bytes" in big.content.decode()
+    settings.INTAKE_MAX_UPLOAD_BYTES = 10**8
+    junk = _upload(client, submission, b"this is not a zip or a tar" * 10)
+    assert junk.status_code == 400 and "rejected" in junk.content.decode()
+    assert not Rerecord.objects.exists()
+
+
+def test_a_broken_rerecorded_file_pairs_by_path_and_shows_as_changed(
+    client, reviewer, submission
+) -> None:
+    client.force_login(reviewer)
+    broken = {**ORIGINAL, "cassettes/drift.json": '{"key": "x", "request": {'}
+    _upload(client, submission, make_zip(broken))
+    rerecord = Rerecord.objects.get()
+    assert rerecord.status == "ready"
+    pair = rerecord.pairs.get(original_path="cassettes/drift.json")
+    assert pair.rerecorded_path == "cassettes/drift.json" and pair.changed
+    assert (pair.original_turn_count, pair.rerecorded_turn_count) == (1, 0)
+    page = client.get(f"{rerecord.get_absolute_url()}?pair={pair.pk}").content.decode()
+    assert "1 turn recorded, 0 re-recorded" in page
