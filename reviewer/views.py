@@ -34,7 +34,12 @@ from submissions.intake import UploadRejected
 from submissions.models import Assignment, Submission
 from submissions.rerecord import rerecord_create
 from submissions.roles import is_hiring_lead
-from submissions.views import get_submission_for_user, handle_upload, submission_context
+from submissions.views import (
+    evidence_html,
+    get_submission_for_user,
+    handle_upload,
+    jobs_context,
+)
 
 
 @login_required
@@ -123,13 +128,14 @@ def _row_context(
 def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One submission: header, jobs, checks, recordings, conversations, trace, rubric."""
     submission = get_submission_for_user(request, pk)
-    context = submission_context(submission, request.GET)
+    context = jobs_context(submission)
     if request.htmx and request.GET.get("panel") == "jobs":
         response = render(request, "submissions/submission.html#job-panel", context)
         if not context["jobs_active"]:
             # 286 tells htmx to stop polling: the jobs have ended.
             return HttpResponseStopPolling(response.content)
         return response
+    context["evidence"] = evidence_html(request, context)
     context.update(_rubric_context(request, submission))
     return render(request, "submissions/submission.html", context)
 

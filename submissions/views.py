@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods
 
 from submissions.assignments import PRESETS, AssignmentError, assignment_apply, assignment_values
@@ -141,10 +145,31 @@ def submission_context(
     `PAGE_SIZE` rows a page, each by its own parameter (`recordings`, `turns`, `trace`,
     `findings`).
     """
+    context = jobs_context(submission)
+    context.update(_evidence_context(submission, context["jobs"], pages))  # type: ignore[arg-type]
+    return context
+
+
+def jobs_context(submission: Submission) -> dict[str, object]:
+    """The submission and its jobs: what the job panel shows."""
+    jobs = list(submission.jobs.all())
+    return {
+        "submission": submission,
+        "jobs": jobs,
+        "jobs_active": any(not job.is_final for job in jobs),
+        "queue_unreachable": any(
+            job.enqueue_error and job.state == Job.State.QUEUED for job in jobs
+        ),
+    }
+
+
+def _evidence_context(
+    submission: Submission, jobs: list[Job], pages: Mapping[str, str] | None
+) -> dict[str, object]:
+    """What the jobs found: checks, recordings, turns, trace rows, findings, logs."""
     paged = pages is not None
     size = PAGE_SIZE if paged else _LIST_CAP
     pages = pages or {}
-    jobs = list(submission.jobs.all())
     recordings = _page(submission.recordings.order_by("path", "pk"), size, pages.get("recordings"))
     turns = _page(
         submission.turns.select_related("recording").order_by("thread", "index"),
@@ -178,13 +203,47 @@ def submission_context(
         "trace_page": trace_rows,
         "list_cap": size,
         "paged": paged,
-        "submission": submission,
-        "jobs": jobs,
-        "jobs_active": any(not job.is_final for job in jobs),
-        "queue_unreachable": any(
-            job.enqueue_error and job.state == Job.State.QUEUED for job in jobs
-        ),
         "checks": checks,
         "findings": findings.object_list if paged else list(submission.findings.all()[:200]),
         "findings_page": findings,
     }
+
+
+# Bump when the evidence partials change, so no cached HTML of the old layout is served.
+_EVIDENCE_LAYOUT = 1
+_EVIDENCE_TTL = 3600
+_EVIDENCE_PARTS = ("banner", "top", "bottom")
+
+
+def evidence_html(request: HttpRequest, context: dict[str, object]) -> dict[str, str]:
+    """The page's evidence sections as HTML, cached while no job of the submission runs.
+
+    Only jobs write what these sections show (checks, recordings, turns, trace rows,
+    findings, logs). Once every job has ended the rows stay as they are until a job is
+    queued or runs again, which changes the jobs' states: the cache key holds them.
+    """
+    submission: Submission = context["submission"]  # type: ignore[assignment]
+    jobs: list[Job] = context["jobs"]  # type: ignore[assignment]
+    key = None
+    if not context["jobs_active"]:
+        signature = repr(
+            (
+                _EVIDENCE_LAYOUT,
+                [(j.pk, j.state, j.attempts, j.finished_at) for j in jobs],
+                sorted(request.GET.lists()),
+            )
+        )
+        digest = hashlib.sha256(signature.encode()).hexdigest()[:32]
+        key = f"cr:evidence:{submission.pk}:{digest}"
+        cached = cache.get(key)
+        if cached is not None:
+            return {part: mark_safe(text) for part, text in cached.items()}  # noqa: S308
+    full = {**context, **_evidence_context(submission, jobs, request.GET)}
+    html = {
+        part: render_to_string(f"submissions/submission.html#evidence-{part}", full, request)
+        for part in _EVIDENCE_PARTS
+    }
+    if key is not None:
+        cache.set(key, {part: str(text) for part, text in html.items()}, _EVIDENCE_TTL)
+    # Our own templates rendered these from escaped values.
+    return {part: mark_safe(text) for part, text in html.items()}  # noqa: S308

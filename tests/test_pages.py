@@ -308,7 +308,7 @@ def test_long_lists_paginate_each_by_its_own_parameter(rf, reviewer, assignment,
     from django.template.loader import render_to_string
 
     from submissions.models import Finding, Recording, TraceRow, Turn
-    from submissions.views import PAGE_SIZE, submission_context
+    from submissions.views import PAGE_SIZE, evidence_html, submission_context
 
     s = _submission_for(reviewer, assignment, candidate)
     recs = Recording.objects.bulk_create(
@@ -330,6 +330,7 @@ def test_long_lists_paginate_each_by_its_own_parameter(rf, reviewer, assignment,
     assert submission_context(s, {"recordings": "99"})["recordings_page"].number == 3
     request = rf.get(s.get_absolute_url(), params)
     request.user = reviewer
+    context["evidence"] = evidence_html(request, context)
     page = render_to_string("submissions/submission.html", context, request=request)
     # Page links keep the other lists' pages.
     assert "?recordings=2&amp;turns=2&amp;findings=2#recordings" in page and "page 3 of 3" in page
@@ -337,3 +338,40 @@ def test_long_lists_paginate_each_by_its_own_parameter(rf, reviewer, assignment,
     assert "?recordings=3&amp;turns=2&amp;findings=1#findings" in page
     assert '<ol class="turns" start="51">' in page
     assert "Showing the first" not in page
+
+
+def test_evidence_is_cached_once_jobs_end_and_rebuilt_when_a_job_runs(
+    client, reviewer, assignment, candidate
+) -> None:
+    """What the jobs found is built once after they end; a running job is never cached."""
+    from unittest import mock
+
+    from submissions import views
+    from submissions.models import Finding, Job
+
+    with mock.patch("submissions.jobs.job_enqueue", return_value=True):
+        s = _submission_for(reviewer, assignment, candidate)
+    client.force_login(reviewer)
+    Finding.objects.create(submission=s, kind="first", path="a.json", message="one")
+    real = views._evidence_context
+    with mock.patch.object(views, "_evidence_context", side_effect=real) as built:
+        client.get(s.get_absolute_url())
+        client.get(s.get_absolute_url())
+        assert built.call_count == 2  # the intake job is queued: never cached
+
+        s.jobs.update(state=Job.State.PASSED)
+        first = client.get(s.get_absolute_url()).content.decode()
+        again = client.get(s.get_absolute_url()).content.decode()
+        assert built.call_count == 3  # built once, then read from the cache
+        assert again.split("<main")[1].split('name="csrfmiddlewaretoken"')[0] in first
+        assert "first" in again and "one" in again
+
+        # A job that ran again wrote something new: the cache key moved with its state.
+        Finding.objects.create(submission=s, kind="second", path="b.json", message="two")
+        job = s.jobs.first()
+        job.attempts += 1
+        job.save()
+        assert "second" in client.get(s.get_absolute_url()).content.decode()
+        assert built.call_count == 4
+        client.get(s.get_absolute_url(), {"findings": "1"})  # another page: its own entry
+        assert built.call_count == 5
