@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
+from django.core.cache import caches
 from django.db.models import F
 from django.db.models.signals import post_delete, post_save
 
@@ -39,11 +39,13 @@ def bump(assignment_id: int | None = None) -> None:
 def cached_fragment(assignment: Assignment, query: str, build: Callable[[], str]) -> str:
     """`build()`'s HTML for this assignment (as loaded) and query string, until a change."""
     digest = hashlib.sha256(query.encode()).hexdigest()[:16]
-    key = f"cr:compare:{assignment.pk}:{assignment.table_generation}:{digest}"
-    html = cache.get(key)
+    # The creation time too: SQLite may give a deleted assignment's id to a new one.
+    born = assignment.created.timestamp()
+    key = f"cr:compare:{assignment.pk}:{born}:{assignment.table_generation}:{digest}"
+    html = caches["fragments"].get(key)
     if html is None:
         html = build()
-        cache.set(key, html, TTL)
+        caches["fragments"].set(key, html, TTL)
     return html
 
 

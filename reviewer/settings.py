@@ -236,7 +236,15 @@ CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.db.DatabaseCache",
         "LOCATION": "cassette_review_cache",
-    }
+    },
+    # Rendered page parts, keyed by versions read from the database on each request (an
+    # assignment's table generation, a submission's job states): a copy per process is as
+    # correct as a shared one, and costs no query to read.
+    "fragments": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "cassette-review-fragments",
+        "OPTIONS": {"MAX_ENTRIES": 300},
+    },
 }
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"

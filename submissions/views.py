@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.cache import cache
+from django.core.cache import caches
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -229,13 +229,15 @@ def evidence_html(request: HttpRequest, context: dict[str, object]) -> dict[str,
         signature = repr(
             (
                 _EVIDENCE_LAYOUT,
+                # Which submission this is, even if a deleted one's id is given again.
+                (submission.archive_sha256, submission.created),
                 [(j.pk, j.state, j.attempts, j.finished_at) for j in jobs],
                 sorted(request.GET.lists()),
             )
         )
         digest = hashlib.sha256(signature.encode()).hexdigest()[:32]
         key = f"cr:evidence:{submission.pk}:{digest}"
-        cached = cache.get(key)
+        cached = caches["fragments"].get(key)
         if cached is not None:
             return {part: mark_safe(text) for part, text in cached.items()}  # noqa: S308
     full = {**context, **_evidence_context(submission, jobs, request.GET)}
@@ -244,6 +246,7 @@ def evidence_html(request: HttpRequest, context: dict[str, object]) -> dict[str,
         for part in _EVIDENCE_PARTS
     }
     if key is not None:
-        cache.set(key, {part: str(text) for part, text in html.items()}, _EVIDENCE_TTL)
+        plain = {part: str(text) for part, text in html.items()}
+        caches["fragments"].set(key, plain, _EVIDENCE_TTL)
     # Our own templates rendered these from escaped values.
     return {part: mark_safe(text) for part, text in html.items()}  # noqa: S308

@@ -30,6 +30,15 @@ SMALL_REPO = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _fresh_fragment_cache():
+    """Rendered page parts are cached per process: each test starts without another's."""
+    from django.core.cache import caches
+
+    caches["fragments"].clear()
+    yield
+
+
 @pytest.fixture
 def reviewer(db: None) -> User:
     user = User.objects.create_user("alice", password="pw-alice-123")

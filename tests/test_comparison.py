@@ -262,7 +262,7 @@ def test_saving_a_stale_assignment_never_brings_an_old_table_back(
     client, lead, reviewer, assignment
 ) -> None:
     """An assignment loaded before the table changed, saved after, keeps the newest table."""
-    from django.core.cache import cache
+    from django.core.cache import caches
 
     (sub,) = _cohort(assignment, [reviewer], 1, scores=(1,))
     client.force_login(lead)
@@ -280,5 +280,5 @@ def test_saving_a_stale_assignment_never_brings_an_old_table_back(
     stale.title = "Renamed assignment"
     stale.save()  # must not write N back (a bump would then land on N + 1's old table)
     shown = table()
-    cache.clear()
+    caches["fragments"].clear()
     assert shown == table()  # what a fresh build shows
