@@ -10,6 +10,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import connections, router, transaction
 from django.db.models import Model
+from django.utils import timezone
 
 from cassettes_app.secrets import TextProfile
 from submissions.models import Blob
@@ -44,7 +45,19 @@ def bulk_insert(
     # Only the model's own table and column names go into SQL text; values are parameters.
     table = quote(meta.db_table)
     columns = ", ".join(quote(f.column) for f in fields)
-    rows = [[f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields] for obj in objs]
+    # auto_now(_add) fields: one time for the whole batch, prepared once (not per row).
+    stamped = {
+        i: f.get_db_prep_save(timezone.now(), connection)
+        for i, f in enumerate(fields)
+        if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
+    }
+    rows = [
+        [
+            stamped[i] if i in stamped else f.get_db_prep_save(f.pre_save(obj, True), connection)
+            for i, f in enumerate(fields)
+        ]
+        for obj in objs
+    ]
     with transaction.atomic(using=connection.alias, savepoint=False), connection.cursor() as cur:
         if connection.vendor == "postgresql":
             staging = quote(f"cr_staging_{meta.db_table}") if ignore_conflicts else None
