@@ -324,3 +324,35 @@ def test_a_broken_rerecorded_file_pairs_by_path_and_shows_as_changed(
     assert (pair.original_turn_count, pair.rerecorded_turn_count) == (1, 0)
     page = client.get(f"{rerecord.get_absolute_url()}?pair={pair.pk}").content.decode()
     assert "1 turn recorded, 0 re-recorded" in page
+
+
+@pytest.mark.parametrize("pairs", [3, 60])
+def test_the_rerecord_page_query_count_does_not_grow_with_pairs(
+    client, reviewer, submission, pairs, django_assert_max_num_queries
+) -> None:
+    from submissions.models import RerecordPair
+
+    rerecord = Rerecord.objects.create(
+        submission=submission, archive="a.zip", archive_sha256="f" * 64, status="ready"
+    )
+    RerecordPair.objects.bulk_create(
+        [
+            RerecordPair(
+                rerecord=rerecord,
+                original_path=f"cassettes/{i:03d}.json",
+                rerecorded_path=f"cassettes/{i:03d}.json",
+                matched_by="path",
+                changed=True,
+                first_turn=0,
+                original_turns=[{"new_messages": [], "response": {"text": "a" * 2000}}],
+                rerecorded_turns=[{"new_messages": [], "response": {"text": "b" * 2000}}],
+            )
+            for i in range(pairs)
+        ]
+    )
+    client.force_login(reviewer)
+    first = rerecord.pairs.order_by("pk").first()
+    with django_assert_max_num_queries(12):
+        page = client.get(rerecord.get_absolute_url(), {"pair": first.pk}).content.decode()
+    assert "first divergence" in page
+    assert page.count("<td><code>cassettes/") == 2 * min(pairs, 50)  # one page of pairs
