@@ -7,8 +7,9 @@ moves on (names and rubrics show in every assignment's table: they move all of t
 
 The generation is a column, moved by an UPDATE in the same transaction as the change: a
 request sees the new rows and the new generation together, and a rolled-back change moves
-nothing. Signals catch the ORM's saves and deletes; the few `.update()` calls on such rows
-call `bump` themselves.
+nothing. Signals catch the ORM's saves and deletes. The `.update()` calls on such rows
+(a submission's status, a review's `updated`) change nothing the table shows; one that
+does must call `bump` itself.
 """
 
 from __future__ import annotations

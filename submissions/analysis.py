@@ -380,11 +380,10 @@ def _analysis(job: Job, progress: Progress) -> Outcome:
     chars = 0
     for thread_index, turn in analyzer.turn_views():
         counted[turn.path] = counted.get(turn.path, 0) + 1
-        new_messages, response = turn.new_messages, turn.response
         # Never store a credential in full.
         profile = store.turn_profiles.get(turn.path)
-        new_messages = [redact_message(m, profile=profile) for m in new_messages]
-        response = redact_message(response, profile=profile) if response else response
+        new_messages = [redact_message(m, profile=profile) for m in turn.new_messages]
+        response = redact_message(turn.response, profile=profile) if turn.response else None
         turns.append(
             Turn(
                 submission=submission,

@@ -329,6 +329,18 @@ def test_job_create_refuses_nothing_but_publishes_nothing_inside_rollback(
     assert not submission.jobs.filter(kind=Job.Kind.SELFTEST).exists()
 
 
+def _committed_submission(name: str) -> Submission:
+    """A bare submission for tests whose job must commit (other threads and connections)."""
+    from submissions.models import Assignment, Candidate
+
+    return Submission.objects.create(
+        candidate=Candidate.objects.create(name=name),
+        assignment=Assignment.objects.create(slug=name, title=name),
+        archive="a.zip",
+        archive_sha256=name.encode().hex().ljust(64, "0"),
+    )
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_connection_broken_by_the_time_limit_is_replaced_and_the_end_stored(
     monkeypatch: pytest.MonkeyPatch,
@@ -337,14 +349,7 @@ def test_a_connection_broken_by_the_time_limit_is_replaced_and_the_end_stored(
     from celery.exceptions import SoftTimeLimitExceeded
     from django.db import connection
 
-    from submissions.models import Assignment, Candidate
-
-    submission = Submission.objects.create(
-        candidate=Candidate.objects.create(name="T"),
-        assignment=Assignment.objects.create(slug="t", title="t"),
-        archive="a.zip",
-        archive_sha256="1" * 64,
-    )
+    submission = _committed_submission("t")
     closed = []
 
     def interrupted(job, progress):
@@ -369,14 +374,7 @@ def test_the_heartbeat_thread_closes_its_database_connection(
     import threading
     import time
 
-    from submissions.models import Assignment, Candidate
-
-    submission = Submission.objects.create(
-        candidate=Candidate.objects.create(name="H"),
-        assignment=Assignment.objects.create(slug="h", title="h"),
-        archive="a.zip",
-        archive_sha256="2" * 64,
-    )
+    submission = _committed_submission("h")
     settings.JOB_HEARTBEAT_SECONDS = 0.01
     closed_in: list[str] = []
     real_close_all = jobs.connections.close_all
