@@ -114,8 +114,8 @@ def _ours(root: Path, data_dir: Path) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from submissions.intake import tree_path
-    from submissions.jobs import job_execute, load_handlers
+    from submissions.intake.trees import tree_path
+    from submissions.jobs.engine import job_execute
     from submissions.models import Assignment, Candidate, Job, Submission
 
     assignment = Assignment.objects.create(
@@ -136,7 +136,6 @@ def _ours(root: Path, data_dir: Path) -> None:
     tree.parent.mkdir(parents=True)
     root.rename(tree)  # the job reads the tree where intake would have put it
     job = Job.objects.create(submission=submission, kind=Job.Kind.ANALYSIS)
-    load_handlers()  # a worker has imported its handlers long before a job arrives
     try:
         started = time.perf_counter()
         state = job_execute(job_id=job.pk)

@@ -274,8 +274,8 @@ def _run(archives: Path, concurrency: int, queue: str) -> dict:
     from django.conf import settings
     from django.db.models import F
 
-    from submissions.intake import submission_create
-    from submissions.jobs import worker_seen_at
+    from submissions.intake.upload import submission_create
+    from submissions.jobs.queue import worker_seen_at
     from submissions.models import Assignment, Candidate, Job, Submission
 
     assignment = Assignment.objects.create(

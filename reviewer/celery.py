@@ -30,8 +30,8 @@ def _reconcile_at_start(**_: object) -> None:
     """Jobs orphaned while no worker ran are picked up as soon as one starts."""
     import logging
 
-    from submissions.jobs import jobs_reconcile, worker_seen_now
-    from submissions.replay import sandbox_problems
+    from submissions.jobs.queue import jobs_reconcile, worker_seen_now
+    from submissions.sandbox.slots import sandbox_problems
 
     problems = sandbox_problems()
     if problems:

@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
 from submissions.assignments import assignment_apply, load_assignment_file
-from submissions.intake import IntakeResult, submission_create
+from submissions.intake.upload import IntakeResult, submission_create
 from submissions.models import Assignment, Candidate
 from submissions.roles import HIRING_LEADS, REVIEWERS
 

@@ -6,7 +6,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from reviewer.celery import app
-from submissions.jobs import worker_seen_at
+from submissions.jobs.queue import worker_seen_at
 
 BROKER_OK_KEY = "cr:broker-ok"
 

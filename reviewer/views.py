@@ -14,6 +14,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from cassettes_app.checks.catalog import BYTE_IDENTICAL
 from cassettes_app.diff import FOLD_AT, diff_turns, render_segments
 from reviewer.cache import cached_fragment
 from reviewer.comparison import assignment_rows, chart_bars, comparison_csv, comparison_rows
@@ -30,9 +31,9 @@ from reviewer.scoring import (
     score_save,
 )
 from submissions.forms import RerecordForm
-from submissions.intake import UploadRejected
+from submissions.intake.rerecord import rerecord_create
+from submissions.intake.upload import UploadRejected
 from submissions.models import Assignment, Submission
-from submissions.rerecord import rerecord_create
 from submissions.roles import is_hiring_lead
 from submissions.views import (
     evidence_html,
@@ -292,7 +293,7 @@ def _diff_context(
     """The diff page: another submission's thread, replay runs, and re-recorded versions."""
     full = request.GET.get("full") == "1"
     context: dict[str, object] = {"submission": submission, "full": full}
-    replay = submission.checks.filter(check_id="replay.byte_identical").first()
+    replay = submission.checks.filter(check_id=BYTE_IDENTICAL).first()
     context["replay_diffs"] = [
         e for e in (replay.evidence if replay else []) if isinstance(e, dict) and e.get("diff")
     ]

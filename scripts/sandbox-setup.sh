@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build what the replay sandbox needs on a worker host (run as root):
 #   (a) the sandbox runtime: a virtualenv, made from Debian's /usr/bin/python3.11,
-#       holding the exact pins of submissions/sandbox_runtime/requirements.txt;
+#       holding the exact pins of submissions/sandbox/runtime/requirements.txt;
 #   (b) the sandbox users cr-sbx0..cr-sbx7 (uids 64000..64007): one per worker slot,
 #       no home, no login shell, locked password.
 #
@@ -13,7 +13,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-requirements="$here/submissions/sandbox_runtime/requirements.txt"
+requirements="$here/submissions/sandbox/runtime/requirements.txt"
 do_users=1
 do_runtime=1
 case "${1:-}" in

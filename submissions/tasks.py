@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from submissions.jobs import job_execute, jobs_reconcile, worker_seen_now
+from submissions.jobs.engine import job_execute
+from submissions.jobs.queue import jobs_reconcile, worker_seen_now
 
 
 @shared_task(name="submissions.tasks.run_job")

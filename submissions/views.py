@@ -17,9 +17,10 @@ from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods
 
+from cassettes_app.checks.catalog import IDEMPOTENCY_ENFORCED, NO_SECRETS
 from submissions.assignments import PRESETS, AssignmentError, assignment_apply, assignment_values
 from submissions.forms import AssignmentForm, UploadForm
-from submissions.intake import UploadRejected, submission_create
+from submissions.intake.upload import UploadRejected, submission_create
 from submissions.models import Assignment, Candidate, CheckResult, Job, Recording, Submission
 
 
@@ -123,7 +124,7 @@ def stale_warnings(submission: Submission, checks: list[CheckResult]) -> list[st
 def _secret_paths(checks: list[CheckResult]) -> set[str]:
     """Paths that hold a leaked credential, from the no_secrets check's evidence."""
     for check in checks:
-        if check.check_id == "cassettes.no_secrets" and check.status == "fail":
+        if check.check_id == NO_SECRETS and check.status == "fail":
             return {e.get("path") for e in check.evidence if isinstance(e, dict) and e.get("path")}
     return set()
 
@@ -186,9 +187,7 @@ def _evidence_context(
     cutoff = submission.created - timedelta(days=submission.assignment.stale_after_days)
     return {
         "stale_warnings": stale_warnings(submission, checks),
-        "probe_check": next(
-            (c for c in checks if c.check_id == "trace.idempotency_enforced"), None
-        ),
+        "probe_check": next((c for c in checks if c.check_id == IDEMPOTENCY_ENFORCED), None),
         "secret_paths": _secret_paths(checks),
         "stale_cutoff": cutoff,
         "logs": [job for job in jobs if job.log],

@@ -89,15 +89,15 @@ def ingest_inline(repo, values: dict, *, candidate: str = "Candidate", stub_url:
     from unittest import mock
 
     from reviewer.demo import zip_tree
-    from submissions import jobs
-    from submissions.intake import submission_create
-    from submissions.jobs import job_execute
+    from submissions.intake.upload import submission_create
+    from submissions.jobs import queue
+    from submissions.jobs.engine import job_execute
     from submissions.models import Job
 
     assignment = assignment_apply(values=values)[0]
     person, _ = Candidate.objects.get_or_create(name=candidate)
     data = zip_tree(repo, repo.name) if isinstance(repo, Path) else make_zip(repo)
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         submission = submission_create(
             upload=io.BytesIO(data),
             filename="repo.zip",

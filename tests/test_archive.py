@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from submissions.archive import (
+from submissions.intake.archive import (
     RULES,
     ArchiveRejected,
     ExtractResult,

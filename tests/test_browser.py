@@ -191,9 +191,9 @@ def test_public_demo_is_readable_anonymously_and_refuses_writes(
 ) -> None:
     from unittest import mock
 
-    from submissions import jobs
+    from submissions.jobs import queue
 
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         call_command("seed_demo")
     settings.DEMO_MODE = True
     page = browser.new_page()

@@ -10,8 +10,8 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 
 from reviewer.models import Review, RubricTemplate, Score
-from submissions import jobs
-from submissions.intake import submission_create
+from submissions.intake.upload import submission_create
+from submissions.jobs import queue
 from submissions.models import Candidate, CheckResult
 from tests.conftest import make_zip
 
@@ -20,7 +20,7 @@ def _cohort(assignment, reviewers, n: int, scores=(3, 1), prefix: str = "Candida
     rubric = RubricTemplate.objects.get(slug="cassette")
     rows = list(rubric.rows.all())
     out = []
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         for i in range(n):
             candidate = Candidate.objects.create(name=f"{prefix} {i:03d}")
             s = submission_create(
@@ -217,7 +217,7 @@ def test_the_cached_table_changes_with_every_score_check_and_name(
     """The comparison is cached between changes, never served stale after one."""
     from cassettes_app.checks import CheckOutcome
     from reviewer.scoring import score_save
-    from submissions.analysis import checks_store
+    from submissions.checks.store import checks_store
 
     (sub,) = _cohort(assignment, [reviewer], 1, scores=(1,))
     client.force_login(lead)

@@ -7,12 +7,12 @@ from unittest import mock
 from django.core.management import call_command
 
 from reviewer.demo import DEMO_DIR, zip_tree
-from submissions import jobs
+from submissions.jobs import queue
 from submissions.models import Assignment, Submission
 
 
 def test_seed_demo_ingests_every_demo_repo_and_prints_logins(db, capsys) -> None:
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         call_command("seed_demo")
         out = capsys.readouterr().out
         assert "reviewer:review-the-tapes" in out and "lead:lead-the-hiring" in out
@@ -37,7 +37,7 @@ def test_demo_zip_is_deterministic_and_has_one_top_folder() -> None:
 
 
 def test_demo_users_can_log_in(client, db) -> None:
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         call_command("seed_demo")
     assert client.login(username="reviewer", password="review-the-tapes")
     page = client.get("/")

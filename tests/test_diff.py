@@ -8,8 +8,8 @@ from unittest import mock
 from django.urls import reverse
 
 from cassettes_app.diff import diff_turns, render_segments, word_diff
-from submissions import jobs
-from submissions.intake import submission_create
+from submissions.intake.upload import submission_create
+from submissions.jobs import queue
 from submissions.models import Candidate, Turn
 from tests.conftest import make_zip
 
@@ -63,7 +63,7 @@ def test_rendering_escapes_candidate_text_and_folds_long_text() -> None:
 
 def test_diff_page_aligns_two_submissions(client, reviewer, assignment) -> None:
     subs = []
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         for name, answer in (("Ann", "ord_1 created"), ("Ben", "<b>ord_2</b> created")):
             s = submission_create(
                 upload=io.BytesIO(make_zip({"n": name})),
@@ -91,7 +91,7 @@ def test_diff_page_aligns_two_submissions(client, reviewer, assignment) -> None:
 
 
 def test_diff_against_an_invisible_submission_is_404(client, reviewer, lead, assignment) -> None:
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         mine = submission_create(
             upload=io.BytesIO(make_zip({"a": "1"})),
             filename="a.zip",

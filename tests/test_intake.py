@@ -10,15 +10,16 @@ from unittest import mock
 import pytest
 from django.core.management import CommandError, call_command
 
-from submissions import jobs
-from submissions.intake import submission_create, tree_path
+from submissions.intake.trees import tree_path
+from submissions.intake.upload import submission_create
+from submissions.jobs import queue
 from submissions.models import Finding, Job, Submission
 from tests.conftest import make_zip
 
 
 @pytest.fixture(autouse=True)
 def no_broker():
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         yield
 
 
@@ -76,7 +77,7 @@ def test_a_file_that_is_not_an_archive_is_rejected(assignment, candidate) -> Non
 
 
 def test_upload_over_the_size_cap_stores_nothing(assignment, candidate, settings) -> None:
-    from submissions.intake import UploadRejected
+    from submissions.intake.upload import UploadRejected
 
     settings.INTAKE_MAX_UPLOAD_BYTES = 100
     with pytest.raises(UploadRejected, match="upload_too_large"):
@@ -99,7 +100,7 @@ def test_tree_is_unpacked_again_from_storage_on_another_machine(
 ) -> None:
     import shutil
 
-    from submissions.intake import submission_tree
+    from submissions.intake.trees import submission_tree
 
     s = _create(assignment, candidate, small_zip).submission
     shutil.rmtree(tree_path(s))

@@ -11,22 +11,18 @@ import pytest
 from django.utils import timezone
 
 from reviewer import celery_app
-from submissions import jobs
-from submissions.intake import submission_create
-from submissions.jobs import cap_log, job_create, job_execute, jobs_reconcile
+from submissions.intake.upload import submission_create
+from submissions.jobs import engine, queue, registry, state
+from submissions.jobs.engine import job_execute
+from submissions.jobs.queue import job_create, jobs_reconcile
+from submissions.jobs.types import cap_log
 from submissions.models import Job, Submission
 from tests.workers import reset_publisher
 
 
-@pytest.fixture(autouse=True)
-def handlers_loaded() -> None:
-    """Register the real handlers first, so a test's monkeypatched one is not overwritten."""
-    jobs.load_handlers()
-
-
 @pytest.fixture
 def submission(db: None, assignment, candidate, small_zip) -> Submission:
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         return submission_create(
             upload=io.BytesIO(small_zip),
             filename="repo.zip",
@@ -85,7 +81,7 @@ def test_a_finished_job_is_not_run_again(submission: Submission) -> None:
 def test_a_running_job_with_a_live_runner_is_left_alone(submission: Submission) -> None:
     job = _selftest(submission)
     Job.objects.filter(pk=job.pk).update(
-        state=Job.State.RUNNING, runner=jobs.runner_id(), heartbeat_at=timezone.now(), attempts=1
+        state=Job.State.RUNNING, runner=state.runner_id(), heartbeat_at=timezone.now(), attempts=1
     )
     assert job_execute(job_id=job.pk) is None
     job.refresh_from_db()
@@ -132,7 +128,7 @@ def test_a_crashing_handler_ends_in_error_with_the_reason(
     def boom(job, progress):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setitem(jobs.HANDLERS, Job.Kind.SELFTEST, boom)
+    monkeypatch.setitem(registry.HANDLERS, Job.Kind.SELFTEST, boom)
     job = _selftest(submission)
     assert job_execute(job_id=job.pk) == Job.State.ERROR
     job.refresh_from_db()
@@ -148,7 +144,7 @@ def test_soft_time_limit_ends_timed_out(
         progress.log("started")
         raise SoftTimeLimitExceeded()
 
-    monkeypatch.setitem(jobs.HANDLERS, Job.Kind.SELFTEST, slow)
+    monkeypatch.setitem(registry.HANDLERS, Job.Kind.SELFTEST, slow)
     job = _selftest(submission)
     assert job_execute(job_id=job.pk) == Job.State.TIMED_OUT
     job.refresh_from_db()
@@ -166,7 +162,7 @@ def test_job_log_is_redacted_and_capped(
         for i in range(500):
             progress.log(f"line {i}")
 
-    monkeypatch.setitem(jobs.HANDLERS, Job.Kind.SELFTEST, chatty)
+    monkeypatch.setitem(registry.HANDLERS, Job.Kind.SELFTEST, chatty)
     job = _selftest(submission)
     job_execute(job_id=job.pk)
     job.refresh_from_db()
@@ -186,7 +182,7 @@ def test_cap_log_keeps_head_and_tail() -> None:
 def test_enqueue_happens_only_after_commit(
     db: None, assignment, candidate, small_zip, django_capture_on_commit_callbacks
 ) -> None:
-    with mock.patch.object(jobs, "job_enqueue") as enqueue:
+    with mock.patch.object(queue, "job_enqueue") as enqueue:
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
             result = submission_create(
                 upload=io.BytesIO(small_zip),
@@ -248,8 +244,8 @@ def test_reconciler_enqueues_a_stale_queued_job_once_broker_is_back(
     Job.objects.filter(pk=job.pk).update(enqueue_error="the queue is unreachable")
     published: list[int] = []
     monkeypatch.setattr(
-        "submissions.tasks.run_job.apply_async",
-        lambda args, **kw: published.append(args[0]),
+        "submissions.jobs.queue.job_publish",
+        lambda job_id: published.append(job_id),
     )
     assert jobs_reconcile()["requeued"] == 1
     assert published == [job.pk]
@@ -263,7 +259,7 @@ def test_reconciler_enqueues_a_stale_queued_job_once_broker_is_back(
 def test_reconciler_requeues_a_job_whose_worker_died(
     submission: Submission, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks
 ) -> None:
-    monkeypatch.setattr("submissions.tasks.run_job.apply_async", lambda args, **kw: None)
+    monkeypatch.setattr("submissions.jobs.queue.job_publish", lambda job_id: None)
     job = _selftest(submission)
     Job.objects.filter(pk=job.pk).update(
         state=Job.State.RUNNING,
@@ -317,7 +313,7 @@ def test_job_create_refuses_nothing_but_publishes_nothing_inside_rollback(
 ) -> None:
     from django.db import transaction
 
-    with mock.patch.object(jobs, "job_enqueue") as enqueue:
+    with mock.patch.object(queue, "job_enqueue") as enqueue:
         with django_capture_on_commit_callbacks(execute=True):
             try:
                 with transaction.atomic():
@@ -358,7 +354,7 @@ def test_a_connection_broken_by_the_time_limit_is_replaced_and_the_end_stored(
         monkeypatch.setattr(connection, "close", lambda: (closed.append(1), real_close()))
         raise SoftTimeLimitExceeded()
 
-    monkeypatch.setitem(jobs.HANDLERS, Job.Kind.SELFTEST, interrupted)
+    monkeypatch.setitem(registry.HANDLERS, Job.Kind.SELFTEST, interrupted)
     job = Job.objects.create(submission=submission, kind=Job.Kind.SELFTEST)
     assert job_execute(job_id=job.pk) == Job.State.TIMED_OUT
     assert closed
@@ -377,14 +373,14 @@ def test_the_heartbeat_thread_closes_its_database_connection(
     submission = _committed_submission("h")
     settings.JOB_HEARTBEAT_SECONDS = 0.01
     closed_in: list[str] = []
-    real_close_all = jobs.connections.close_all
+    real_close_all = engine.connections.close_all
 
     def close_all() -> None:
         closed_in.append(threading.current_thread().name)
         real_close_all()
 
-    monkeypatch.setattr(jobs.connections, "close_all", close_all)
-    monkeypatch.setitem(jobs.HANDLERS, Job.Kind.SELFTEST, lambda job, progress: time.sleep(0.1))
+    monkeypatch.setattr(engine.connections, "close_all", close_all)
+    monkeypatch.setitem(registry.HANDLERS, Job.Kind.SELFTEST, lambda job, progress: time.sleep(0.1))
     job = _selftest(submission)
     assert job_execute(job_id=job.pk) == Job.State.PASSED
     assert any(name.startswith("heartbeat-") for name in closed_in)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from submissions.outbound import (
+from submissions.net.outbound import (
     OutboundError,
     OutboundRefused,
     SafeClient,

@@ -9,16 +9,16 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from submissions import jobs
-from submissions.intake import submission_create
-from submissions.jobs import job_execute
+from submissions.intake.upload import submission_create
+from submissions.jobs import queue
+from submissions.jobs.engine import job_execute
 from submissions.models import Submission
 from tests.conftest import make_zip
 
 
 @pytest.fixture(autouse=True)
 def no_broker():
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         yield
 
 
@@ -349,7 +349,7 @@ def test_evidence_is_cached_once_jobs_end_and_rebuilt_when_a_job_runs(
     from submissions import views
     from submissions.models import Finding, Job
 
-    with mock.patch("submissions.jobs.job_enqueue", return_value=True):
+    with mock.patch("submissions.jobs.queue.job_enqueue", return_value=True):
         s = _submission_for(reviewer, assignment, candidate)
     client.force_login(reviewer)
     Finding.objects.create(submission=s, kind="first", path="a.json", message="one")

@@ -10,13 +10,8 @@ import pytest
 import yaml
 
 from reviewer.demo import DEMO_DIR
-from submissions import jobs
 from submissions.assignments import assignment_apply, assignment_values
-from submissions.intake import submission_create
-from submissions.jobs import job_execute
-from submissions.models import Candidate, CheckResult, Job, Recording
-from submissions.replay import choose_probes, recording_dirs
-from submissions.replay_compare import (
+from submissions.checks.replay_compare import (
     classify,
     describe_attempts,
     first_json_difference,
@@ -24,6 +19,11 @@ from submissions.replay_compare import (
     network_attempts,
     probe_outcome,
 )
+from submissions.intake.upload import submission_create
+from submissions.jobs import queue
+from submissions.jobs.engine import job_execute
+from submissions.models import Candidate, CheckResult, Job, Recording
+from submissions.runs.replay import choose_probes, recording_dirs
 from tests.conftest import ingest_inline, make_zip
 
 # ------------------------------------------------------------------ pure judgements
@@ -276,7 +276,7 @@ def test_without_the_sandbox_replay_ends_in_error_with_the_cause(settings) -> No
     settings.SANDBOX_BWRAP = "/nonexistent/bwrap"
     assignment = assignment_apply(values=assignment_values(RUN_TWICE))[0]
     candidate = Candidate.objects.create(name="NoSandbox")
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         s = submission_create(
             upload=io.BytesIO(make_zip(_repo("result = {}"))),
             filename="r.zip",
@@ -293,7 +293,7 @@ def test_without_the_sandbox_replay_ends_in_error_with_the_cause(settings) -> No
 
 
 def test_probes_prefer_recordings_whose_removal_must_matter() -> None:
-    from submissions.replay import probe_preferred
+    from submissions.runs.replay import probe_preferred
 
     rows = [
         ("cassettes/good.json", "k1", "k1", "s1"),

@@ -14,9 +14,9 @@ from django.urls import reverse
 from cassettes_app.formats import parse_file
 from cassettes_app.keys import recompute_key
 from cassettes_app.pairing import MAX_TURNS, Pairing, file_turns, pair_files
-from submissions import jobs
 from submissions.assignments import assignment_values
-from submissions.jobs import job_execute
+from submissions.jobs import queue
+from submissions.jobs.engine import job_execute
 from submissions.models import Job, Rerecord
 from tests.archive_factories import zip_bytes
 from tests.conftest import ingest_inline, make_zip
@@ -181,7 +181,7 @@ def _upload(client, submission, data: bytes, name: str = "rerecord.zip"):
     upload = io.BytesIO(data)
     upload.name = name
     url = reverse("rerecord_upload", args=[submission.pk])
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         response = client.post(url, {"archive": upload})
         for job in submission.jobs.filter(kind=Job.Kind.RERECORD, state=Job.State.QUEUED):
             job_execute(job_id=job.pk)
@@ -250,7 +250,9 @@ def test_another_reviewer_cannot_see_or_upload(client, reviewer2, submission) ->
 
 def test_a_failed_comparison_says_why_on_the_page(client, reviewer, submission) -> None:
     client.force_login(reviewer)
-    with mock.patch("submissions.rerecord.pair_files", side_effect=RuntimeError("disk on fire")):
+    with mock.patch(
+        "submissions.runs.rerecord.pair_files", side_effect=RuntimeError("disk on fire")
+    ):
         _upload(client, submission, make_zip(RERECORDED))
     rerecord = Rerecord.objects.get()
     assert rerecord.status == "error" and "disk on fire" in rerecord.status_reason
@@ -279,7 +281,7 @@ def test_the_cli_compares_and_lists_what_differs(submission, tmp_path) -> None:
     archive = tmp_path / "rerecord.zip"
     archive.write_bytes(make_zip(RERECORDED))
     out = io.StringIO()
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         call_command("rerecord", str(submission.pk), str(archive), "--inline", stdout=out)
     lines = out.getvalue().strip().splitlines()
     assert lines[-1] == str(Rerecord.objects.get().pk)

@@ -30,7 +30,6 @@ import pytest
 
 from submissions import sandbox
 from submissions.sandbox import (
-    DEFAULT_RUNTIME,
     SYSTEM_RUNTIME,
     OutputFileRefused,
     RunResult,
@@ -42,6 +41,8 @@ from submissions.sandbox import (
     read_output_file,
     remove_workspace,
 )
+from submissions.sandbox.types import DEFAULT_RUNTIME
+from submissions.sandbox.uids import slot_lock, uid_pids
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.xdist_group("sandbox")]
 
@@ -167,7 +168,7 @@ def sbx(ws: Path, runtime: Path, src: Path, area: Path) -> Iterator[Runner]:
 
     yield runner
     # After every hostile run: no process of the uid survives, and a normal run works.
-    assert sandbox._uid_pids(UID) == []
+    assert uid_pids(UID) == []
     fresh = prepare_workspace(src, area, UID)
     try:
         res = sandbox.run(
@@ -559,12 +560,12 @@ def test_killing_the_worker_kills_the_sandbox(area: Path, ws: Path, runtime: Pat
     finally:
         with contextlib.suppress(ProcessLookupError):
             parent.kill()
-    assert sandbox._uid_pids(UID) == []
+    assert uid_pids(UID) == []
 
 
 def test_a_slot_serves_one_run_at_a_time(sbx: Runner) -> None:
     """One uid per concurrent run: a second run on a held slot is refused, not interleaved."""
-    with sandbox._slot_lock(UID), pytest.raises(SandboxBusy):
+    with slot_lock(UID), pytest.raises(SandboxBusy):
         sbx("true")
 
 

@@ -11,15 +11,15 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from reviewer.models import Review, Score
-from submissions import jobs
-from submissions.intake import submission_create
+from submissions.intake.upload import submission_create
+from submissions.jobs import queue
 from submissions.models import CheckResult
 from tests.conftest import make_zip
 
 
 @pytest.fixture
 def submission(reviewer, reviewer2, assignment, candidate):
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         s = submission_create(
             upload=io.BytesIO(make_zip({"README.md": "x"})),
             filename="r.zip",
@@ -151,7 +151,7 @@ def test_another_reviewers_submission_cannot_be_scored(client, reviewer, lead, a
     from submissions.models import Candidate
 
     other = Candidate.objects.create(name="Other")
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         s = submission_create(
             upload=io.BytesIO(make_zip({"a": "b"})),
             filename="o.zip",

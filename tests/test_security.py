@@ -11,7 +11,7 @@ from unittest import mock
 from django.core.management import call_command
 from django.urls import reverse
 
-from submissions import jobs
+from submissions.jobs import queue
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,7 +44,7 @@ def test_a_good_login_passes_below_the_limit(client, reviewer, settings) -> None
 
 
 def test_demo_mode_is_readable_anonymously_and_refuses_writes(client, db, settings) -> None:
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         call_command("seed_demo")
     settings.DEMO_MODE = True
     home = client.get(reverse("home"))
@@ -85,7 +85,7 @@ def test_check_deploy_reports_nothing_with_production_settings(tmp_path) -> None
 def test_home_shows_queue_health(client, reviewer, settings) -> None:
     from django.core.cache import cache
 
-    from submissions.jobs import worker_seen_now
+    from submissions.jobs.queue import worker_seen_now
 
     cache.set("cr:broker-ok", False, 15)
     client.force_login(reviewer)

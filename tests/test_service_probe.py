@@ -10,28 +10,30 @@ import pytest
 
 from cassettes_app.formats.base import LedgerEntry
 from reviewer.demo import DEMO_DIR
-from submissions import jobs
 from submissions.assignments import assignment_apply, assignment_values, load_assignment_file
-from submissions.intake import submission_create
-from submissions.jobs import job_execute
-from submissions.models import Assignment, Candidate, CheckResult, Job
-from submissions.service_probe import (
+from submissions.checks.service import (
+    degrade_problems,
+    same_time,
+    service_caches,
+    service_checks,
+    service_degrades_gracefully,
+    service_ledger_consistent,
+    service_schema_valid,
+    ticket_problems,
+)
+from submissions.checks.service_report import (
     PROBE_LINES,
     Exchange,
     ProbeConfig,
     ProbeLine,
     ProbeReport,
     build_requests,
-    degrade_problems,
-    judge_caches,
-    judge_degrades,
-    judge_ledger,
-    judge_probe,
-    judge_schema,
     parse_driver_output,
-    same_time,
-    ticket_problems,
 )
+from submissions.intake.upload import submission_create
+from submissions.jobs import queue
+from submissions.jobs.engine import job_execute
+from submissions.models import Assignment, Candidate, CheckResult, Job
 from tests.conftest import ingest_inline, make_zip
 
 SCHEMA = json.loads((DEMO_DIR / "assignments" / "schemas" / "ticket.json").read_text())
@@ -167,7 +169,9 @@ def test_degrading_well_and_badly() -> None:
 
 
 def test_degrades_names_the_line_and_shows_the_exchange() -> None:
-    outcome = judge_degrades([_ex(body=_ticket(first_seen="2026-11-29T10:00:00Z")), _ex(repeat=2)])
+    outcome = service_degrades_gracefully(
+        [_ex(body=_ticket(first_seen="2026-11-29T10:00:00Z")), _ex(repeat=2)]
+    )
     assert outcome.status == "fail"
     assert "no timestamp line 'worker-3 ERROR" in outcome.summary
     first = outcome.evidence[0]
@@ -176,40 +180,40 @@ def test_degrades_names_the_line_and_shows_the_exchange() -> None:
 
 
 def test_schema_check_accepts_a_json_refusal_of_the_empty_line_only() -> None:
-    fine = judge_schema([_ex(), _ex(line=EMPTY, status=400, body={"error": "empty"})])
+    fine = service_schema_valid([_ex(), _ex(line=EMPTY, status=400, body={"error": "empty"})])
     assert fine.status == "pass" and "empty line was refused with 400" in fine.summary
-    html = judge_schema([_ex(line=EMPTY, status=400, body="<html>bad</html>")])
+    html = service_schema_valid([_ex(line=EMPTY, status=400, body="<html>bad</html>")])
     assert html.status == "fail"
-    refused = judge_schema([_ex(status=422, body={"error": "no"})])
+    refused = service_schema_valid([_ex(status=422, body={"error": "no"})])
     assert refused.status == "fail" and "answered 422" in refused.summary
-    assert judge_schema([_ex(error="ConnectionResetError: reset")]).status == "fail"
+    assert service_schema_valid([_ex(error="ConnectionResetError: reset")]).status == "fail"
 
 
 def test_schema_evidence_is_capped_and_redacted() -> None:
     key = "sk-proj-" + "A1b2C3d4" * 6
-    outcome = judge_schema([_ex(status=500, body="x" * 10_000 + key)])
+    outcome = service_schema_valid([_ex(status=500, body="x" * 10_000 + key)])
     response = outcome.evidence[0]["response"]
     assert len(response) < 2200 and "more characters" in response
-    outcome = judge_schema([_ex(status=500, body=f"error: bad key {key}")])
+    outcome = service_schema_valid([_ex(status=500, body=f"error: bad key {key}")])
     assert key not in json.dumps(outcome.evidence)
 
 
 def test_caching_is_judged_by_flag_or_ledger_and_no_second_attempt() -> None:
     first = _ex(ledger=[_entry("fallback", needs_human=True, reason="down")])
     flagged = _ex(repeat=2, body=_ticket(cached=True))
-    assert judge_caches([first, flagged], ledger_tracked=True).status == "pass"
+    assert service_caches([first, flagged], ledger_tracked=True).status == "pass"
     hit = _ex(repeat=2, ledger=[_entry("cache_hit")])
-    assert judge_caches([first, hit], ledger_tracked=True).status == "pass"
+    assert service_caches([first, hit], ledger_tracked=True).status == "pass"
     again = _ex(repeat=2, ledger=[_entry("fallback", needs_human=True, reason="down")])
-    outcome = judge_caches([first, again], ledger_tracked=True)
+    outcome = service_caches([first, again], ledger_tracked=True)
     assert outcome.status == "fail" and "not served from the cache" in outcome.summary
     lying = _ex(repeat=2, body=_ticket(cached=True), ledger=[_entry("model_call", attempt=1)])
-    outcome = judge_caches([first, lying], ledger_tracked=True)
+    outcome = service_caches([first, lying], ledger_tracked=True)
     assert outcome.status == "fail" and "1 more model attempt" in outcome.summary
     # Nothing to cache (the first answer failed) and no new attempt: no verdict.
     crashed = _ex(status=500, body={"error": "x"})
     assert (
-        judge_caches([crashed, _ex(repeat=2, status=500, body={})], ledger_tracked=True).status
+        service_caches([crashed, _ex(repeat=2, status=500, body={})], ledger_tracked=True).status
         == "skip"
     )
 
@@ -230,22 +234,24 @@ def _report(exchanges, *, globs=("ledger.jsonl",), started=True) -> ProbeReport:
 def test_ledger_written_during_the_probe_bounds_retries_per_request() -> None:
     storm = [_entry("model_call", attempt=i, reason="down") for i in range(1, 6)]
     storm.append(_entry("fallback", attempt=5, reason="down", needs_human=True))
-    outcome = judge_ledger(_report([_ex(ledger=storm)]))
+    outcome = service_ledger_consistent(_report([_ex(ledger=storm)]))
     assert outcome is not None and outcome.status == "fail"
     assert outcome.summary.startswith("written during the probe")
     assert "5 model attempts" in outcome.summary
     # A fallback in the ledger must come with needs_human in the answer.
     fallback = [_entry("fallback", attempt=0, reason="down", needs_human=True)]
-    outcome = judge_ledger(_report([_ex(body=_ticket(needs_human=False), ledger=fallback)]))
+    outcome = service_ledger_consistent(
+        _report([_ex(body=_ticket(needs_human=False), ledger=fallback)])
+    )
     assert outcome.status == "fail" and "needs_human False" in outcome.summary
-    assert judge_ledger(_report([_ex(ledger=fallback)])).status == "pass"
+    assert service_ledger_consistent(_report([_ex(ledger=fallback)])).status == "pass"
     # Nothing appended while answering: a warning; no ledger named: not judged here.
-    assert judge_ledger(_report([_ex()])).status == "warn"
-    assert judge_ledger(_report([_ex()], globs=())) is None
+    assert service_ledger_consistent(_report([_ex()])).status == "warn"
+    assert service_ledger_consistent(_report([_ex()], globs=())) is None
 
 
 def test_a_service_that_never_starts_skips_the_other_checks() -> None:
-    outcomes = {o.id: o for o in judge_probe(_report([], started=False))}
+    outcomes = {o.id: o for o in service_checks(_report([], started=False))}
     assert outcomes["service.starts"].status == "fail"
     assert "SyntaxError" in outcomes["service.starts"].evidence[0]["output"]
     for cid in ("service.schema_valid", "service.degrades_gracefully", "service.caches"):
@@ -518,7 +524,7 @@ def test_no_probe_is_queued_without_a_service_start_command() -> None:
     values = assignment_values({**VALUES, "slug": "svc-none", "service_start_command": ""})
     assignment = assignment_apply(values=values)[0]
     candidate = Candidate.objects.create(name="No service")
-    with mock.patch.object(jobs, "job_enqueue", return_value=True):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
         s = submission_create(
             upload=io.BytesIO(make_zip(_service("good"))),
             filename="s.zip",

@@ -15,9 +15,9 @@ import yaml
 
 from reviewer.demo import DEMO_DIR
 from submissions.assignments import assignment_values
+from submissions.checks.trace_live import redrive
 from submissions.models import Job, TraceRow
-from submissions.trace_job import trace_hops
-from submissions.trace_verify import redrive
+from submissions.runs.trace import trace_hops
 from tests.conftest import ingest_inline
 
 REPOS = DEMO_DIR / "repos"
@@ -142,3 +142,32 @@ def test_redrive_in_the_sandbox_finds_the_row_a_flawed_stub_answers_differently(
     assert live.status == "fail", live.summary
     mismatched = [e for e in live.evidence[1:] if e.get("outcome") == "mismatch"]
     assert mismatched
+
+
+@pytest.mark.django_db
+def test_a_sandbox_that_fails_to_start_keeps_the_idempotency_outcome(settings, monkeypatch) -> None:
+    """bwrap failing at start (after the self-check passed) ends only the re-drive `error`."""
+    from submissions.sandbox import slots
+    from submissions.sandbox.types import SandboxUnavailable
+
+    def bwrap_refuses(*args, **kwargs):
+        raise SandboxUnavailable("bwrap: setting up uid map: Permission denied")
+
+    monkeypatch.setattr(slots, "sandbox_problems", lambda: [])
+    monkeypatch.setattr(slots, "run", bwrap_refuses)
+    settings.OUTBOUND_ALLOW = []
+    s, checks = _ingest(
+        "shop-trace-good",
+        _values(stub_start_command="python shop_stub.py"),
+        stub_url="http://127.0.0.1:8080/",
+    )
+    live = checks["trace.live_match"]
+    assert live.status == "error"
+    assert (
+        live.summary == "re-drive needs the sandbox: bwrap: setting up uid map: Permission denied"
+    )
+    probe = checks["trace.idempotency_enforced"]
+    assert probe.status == "error" and "loopback" in probe.summary
+    job = s.jobs.get(kind=Job.Kind.TRACE)
+    assert job.state == Job.State.ERROR
+    assert "internal error" not in job.error

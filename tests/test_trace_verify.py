@@ -15,16 +15,16 @@ import pytest
 
 from cassettes_app.formats import parse_path
 from cassettes_app.formats.base import TraceHop
-from submissions.trace_verify import (
+from submissions.checks.trace_live import (
     RowResult,
     is_model_hop,
     json_equal,
     mask_volatile,
     probe_body_from_hops,
-    probe_idempotency,
     redrive,
     stub_hops,
-    verify_live,
+    trace_idempotency_enforced,
+    trace_live_match,
 )
 from tests.stubs.demo import REPOS, DemoStub
 from tests.stubs.guard import ConnectGuard, FakeResolver
@@ -173,7 +173,7 @@ def test_good_stub_matches_and_persists_across_a_restart(
     assert outcome.evidence[0]["mode"] == "redrive" and "re-drive" in outcome.summary
     assert set(outcomes(rows).values()) == {"match"} and len(rows) == 4
 
-    outcome, rows = verify_live(
+    outcome, rows = trace_live_match(
         good_hops, good_stub.url, path="replay.jsonl", allow=LOOPBACK, **FAST
     )
     assert outcome.id == "trace.live_match" and outcome.status == "pass", outcome.summary
@@ -187,7 +187,9 @@ def test_good_stub_matches_and_persists_across_a_restart(
     }
 
     good_stub.restart(keep_state=True)  # the good stub writes its state file
-    outcome, _ = verify_live(good_hops, good_stub.url, path="replay.jsonl", allow=LOOPBACK, **FAST)
+    outcome, _ = trace_live_match(
+        good_hops, good_stub.url, path="replay.jsonl", allow=LOOPBACK, **FAST
+    )
     assert outcome.status == "pass", outcome.summary
 
 
@@ -196,7 +198,7 @@ def test_restarted_stub_without_memory_gives_missing_rows(
 ) -> None:
     redrive(good_hops, good_stub.url, allow=LOOPBACK, **FAST)
     good_stub.restart(keep_state=False)
-    outcome, rows = verify_live(
+    outcome, rows = trace_live_match(
         good_hops, good_stub.url, path="replay.jsonl", allow=LOOPBACK, **FAST
     )
     assert outcome.status == "warn"
@@ -213,7 +215,7 @@ def test_stub_whose_trace_disagrees_on_one_row(good_hops: list[TraceHop]) -> Non
     # Another row stores its request as JSON text, keys reordered and spaced: still a match.
     records["tr_54514c00891ae35c"]["req"] = '{ "sku": "B-2",  "qty": 3 }'
     with StubServer(TraceStoreHandler, records=records) as stub:
-        outcome, rows = verify_live(
+        outcome, rows = trace_live_match(
             good_hops, stub.url, path="replay.jsonl", allow=LOOPBACK, **FAST
         )
     assert outcome.status == "fail"
@@ -232,7 +234,7 @@ def test_idempotency_key_and_body_differences_are_reported(good_hops: list[Trace
     records["tr_259055ba8bf21333"]["idempotency_key"] = "idem_other"
     records["tr_259055ba8bf21333"]["req"] = {"sku": "A-1", "qty": 3}
     with StubServer(TraceStoreHandler, records=records) as stub:
-        outcome, rows = verify_live(
+        outcome, rows = trace_live_match(
             good_hops, stub.url, path="replay.jsonl", allow=LOOPBACK, **FAST
         )
     row = next(r for r in rows if r.line == 2)
@@ -249,7 +251,7 @@ def test_concurrency_is_bounded_and_rows_are_capped(good_hops: list[TraceHop]) -
     ]
     records = {h.trace_id: {"status": 201} for h in many}
     with StubServer(TraceStoreHandler, records=records) as stub:
-        outcome, rows = verify_live(
+        outcome, rows = trace_live_match(
             many, stub.url, path="t.jsonl", allow=LOOPBACK, concurrency=3, max_rows=30, **FAST
         )
     assert outcome.status == "pass" and len(rows) == 30
@@ -261,7 +263,7 @@ def test_slow_stub_rows_are_unreachable_in_bounded_time(good_hops: list[TraceHop
     records = trace_records(good_hops)
     with StubServer(TraceStoreHandler, records=records, slow_all=True, delay=2.0) as stub:
         started = time.monotonic()
-        outcome, rows = verify_live(
+        outcome, rows = trace_live_match(
             good_hops, stub.url, path="replay.jsonl", allow=LOOPBACK, concurrency=2,
             timeout=0.3, retries=1, backoff=0.01,
         )  # fmt: skip
@@ -276,7 +278,7 @@ def test_one_slow_row_is_unreachable_the_rest_match(good_hops: list[TraceHop]) -
     records = trace_records(good_hops)
     slow = frozenset({"tr_54514c00891ae35c"})
     with StubServer(TraceStoreHandler, records=records, slow_ids=slow, delay=2.0) as stub:
-        outcome, rows = verify_live(
+        outcome, rows = trace_live_match(
             good_hops, stub.url, path="replay.jsonl", allow=LOOPBACK, timeout=0.3, retries=0
         )
     assert outcomes(rows) == {2: "match", 5: "match", 6: "unreachable", 9: "match"}
@@ -285,7 +287,7 @@ def test_one_slow_row_is_unreachable_the_rest_match(good_hops: list[TraceHop]) -
 
 def test_resetting_stub_is_retried_then_unreachable(good_hops: list[TraceHop]) -> None:
     with ResetServer() as server:
-        outcome, rows = verify_live(
+        outcome, rows = trace_live_match(
             good_hops, server.url, path="replay.jsonl", allow=LOOPBACK, concurrency=1,
             timeout=1.0, retries=2, backoff=0.01,
         )  # fmt: skip
@@ -300,7 +302,7 @@ def test_resetting_stub_is_retried_then_unreachable(good_hops: list[TraceHop]) -
 
 def test_stub_that_is_not_running_is_an_error(good_hops: list[TraceHop]) -> None:
     port = free_port()
-    outcome, rows = verify_live(
+    outcome, rows = trace_live_match(
         good_hops, f"http://127.0.0.1:{port}", path="replay.jsonl", allow=LOOPBACK, **FAST
     )
     assert outcome.status == "error" and "connect" in outcome.summary
@@ -312,7 +314,7 @@ def test_redirect_to_another_host_is_refused_per_row(
 ) -> None:
     with StubServer(RedirectHandler) as stub:
         stub.server.RequestHandlerClass.location = f"http://localhost:{stub.port}/final"
-        outcome, rows = verify_live(
+        outcome, rows = trace_live_match(
             good_hops, stub.url, path="replay.jsonl", allow=LOOPBACK, **FAST
         )
     assert outcome.status == "error"
@@ -326,7 +328,7 @@ def test_redirect_to_another_host_is_refused_per_row(
 def test_two_gigabyte_trace_record_stops_at_the_cap(good_hops: list[TraceHop]) -> None:
     with StubServer(HugeHandler) as stub:
         started = time.monotonic()
-        outcome, rows = verify_live(
+        outcome, rows = trace_live_match(
             good_hops, stub.url, path="replay.jsonl", allow=LOOPBACK, max_bytes=200_000, **FAST
         )
         elapsed = time.monotonic() - started
@@ -353,10 +355,10 @@ def test_two_gigabyte_trace_record_stops_at_the_cap(good_hops: list[TraceHop]) -
 def test_stub_url_refused_by_the_guard(
     url: str, good_hops: list[TraceHop], guard: ConnectGuard
 ) -> None:
-    outcome, rows = verify_live(good_hops, url, path="replay.jsonl", allow=[])
+    outcome, rows = trace_live_match(good_hops, url, path="replay.jsonl", allow=[])
     assert outcome.status == "error" and "refused by the outbound guard" in outcome.summary
     assert rows == []
-    probe = probe_idempotency(url, allow=[])
+    probe = trace_idempotency_enforced(url, allow=[])
     assert probe.status == "error" and "refused" in probe.summary
     outcome, _ = redrive(good_hops, url, allow=[])
     assert outcome.status == "error" and "refused" in outcome.summary
@@ -370,14 +372,16 @@ def test_trace_ids_cannot_walk_the_stub_path() -> None:
         TraceHop(2, url, "POST", 201, "a/../b?x#y", None, [], None, None),
     ]
     with StubServer(TraceStoreHandler, records={}) as stub:
-        outcome, rows = verify_live(hops, stub.url + "/", path="t.jsonl", allow=LOOPBACK, **FAST)
+        outcome, rows = trace_live_match(
+            hops, stub.url + "/", path="t.jsonl", allow=LOOPBACK, **FAST
+        )
     assert outcome.status == "warn"
     assert sorted(h["path"] for h in stub.hits) == ["/_trace/%2E%2E", "/_trace/a%2F..%2Fb%3Fx%23y"]
     assert set(outcomes(rows).values()) == {"missing"}
 
 
 def test_time_budget_bounds_the_work(good_hops: list[TraceHop], good_stub: DemoStub) -> None:
-    outcome, rows = verify_live(
+    outcome, rows = trace_live_match(
         good_hops, good_stub.url, path="r.jsonl", allow=LOOPBACK, budget=0.0, **FAST
     )
     assert outcome.status == "error"
@@ -389,7 +393,9 @@ def test_time_budget_bounds_the_work(good_hops: list[TraceHop], good_stub: DemoS
 
 def test_trace_without_stub_hops_is_skipped(good_hops: list[TraceHop]) -> None:
     model_only = [h for h in good_hops if is_model_hop(h)]
-    outcome, rows = verify_live(model_only, "http://127.0.0.1:1", path="r.jsonl", allow=LOOPBACK)
+    outcome, rows = trace_live_match(
+        model_only, "http://127.0.0.1:1", path="r.jsonl", allow=LOOPBACK
+    )
     assert outcome.status == "skip" and rows == []
 
 
@@ -397,7 +403,7 @@ def test_trace_without_stub_hops_is_skipped(good_hops: list[TraceHop]) -> None:
 
 
 def test_good_stub_passes_the_idempotency_probe(good_stub: DemoStub) -> None:
-    outcome = probe_idempotency(good_stub.url, allow=LOOPBACK, sku="A-1", timeout=2.0)
+    outcome = trace_idempotency_enforced(good_stub.url, allow=LOOPBACK, sku="A-1", timeout=2.0)
     assert outcome.id == "trace.idempotency_enforced"
     assert outcome.status == "pass", outcome.summary
     assert [e["response"]["status"] for e in outcome.evidence] == [201, 200, 409, 400, 400, 400]
@@ -418,21 +424,21 @@ def test_good_stub_passes_the_idempotency_probe(good_stub: DemoStub) -> None:
 def test_probe_body_can_come_from_the_trace(good_stub: DemoStub, good_hops: list[TraceHop]) -> None:
     body = probe_body_from_hops(good_hops)
     assert body == {"qty": 2, "sku": "A-1"}
-    outcome = probe_idempotency(good_stub.url, allow=LOOPBACK, body=body, timeout=2.0)
+    outcome = trace_idempotency_enforced(good_stub.url, allow=LOOPBACK, body=body, timeout=2.0)
     assert outcome.status == "pass", outcome.summary
     assert json.loads(outcome.evidence[2]["request"]["body"]) == {"qty": 3, "sku": "A-1"}
 
 
 def test_fresh_keys_each_run(good_stub: DemoStub) -> None:
-    one = probe_idempotency(good_stub.url, allow=LOOPBACK, sku="B-2", timeout=2.0)
-    two = probe_idempotency(good_stub.url, allow=LOOPBACK, sku="B-2", timeout=2.0)
+    one = trace_idempotency_enforced(good_stub.url, allow=LOOPBACK, sku="B-2", timeout=2.0)
+    two = trace_idempotency_enforced(good_stub.url, allow=LOOPBACK, sku="B-2", timeout=2.0)
     assert one.status == two.status == "pass"
     keys = {e["request"]["headers"].get("Idempotency-Key") for e in one.evidence + two.evidence}
     assert len(keys - {None}) == 6  # two runs x (shared key + two fresh bad-body keys)
 
 
 def test_stub_without_the_409_branch_fails_the_probe(flawed_stub: DemoStub) -> None:
-    outcome = probe_idempotency(flawed_stub.url, allow=LOOPBACK, sku="A-1", timeout=2.0)
+    outcome = trace_idempotency_enforced(flawed_stub.url, allow=LOOPBACK, sku="A-1", timeout=2.0)
     assert outcome.status == "fail"
     conflict = outcome.evidence[2]
     assert conflict["probe"] == "same key, different body" and conflict["ok"] is False
@@ -441,13 +447,13 @@ def test_stub_without_the_409_branch_fails_the_probe(flawed_stub: DemoStub) -> N
 
 
 def test_unknown_sku_shows_the_stubs_own_reason(good_stub: DemoStub) -> None:
-    outcome = probe_idempotency(good_stub.url, allow=LOOPBACK, timeout=2.0)  # PROBE-SKU
+    outcome = trace_idempotency_enforced(good_stub.url, allow=LOOPBACK, timeout=2.0)  # PROBE-SKU
     assert outcome.status == "fail"
     assert "unknown sku" in outcome.evidence[0]["response"]["body"]
 
 
 def test_probe_of_an_unreachable_stub_is_an_error() -> None:
-    outcome = probe_idempotency(
+    outcome = trace_idempotency_enforced(
         f"http://127.0.0.1:{free_port()}", allow=LOOPBACK, timeout=0.5, retries=0
     )
     assert outcome.status == "error" and len(outcome.evidence) == 1

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from submissions.intake import submission_create
-from submissions.jobs import job_create
+from submissions.intake.upload import submission_create
+from submissions.jobs.queue import job_create
 from submissions.models import Job
 
 pytestmark = [
@@ -83,7 +83,7 @@ def test_killed_worker_child_is_redelivered_then_ends_in_error_on_redis(
 def test_killed_worker_child_is_rescued_by_the_reconciler_on_the_embedded_broker(
     start_worker, assignment, candidate, small_zip
 ) -> None:
-    from submissions.jobs import jobs_reconcile
+    from submissions.jobs.queue import jobs_reconcile
 
     # kombu's filesystem transport drops a message once fetched, so a killed child's message
     # is never redelivered: the reconciler (run by the worker's beat every 30 s) recovers it.

@@ -10,8 +10,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import URLValidator
 
-from submissions.intake import UploadRejected, submission_create
-from submissions.jobs import job_execute
+from submissions.intake.upload import UploadRejected, submission_create
+from submissions.jobs.engine import job_execute
 from submissions.models import Assignment, Candidate, Job, Submission
 
 

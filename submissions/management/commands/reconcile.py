@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from submissions.jobs import jobs_reconcile
+from submissions.jobs.queue import jobs_reconcile
 
 
 class Command(BaseCommand):

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from django.core.management.base import CommandError, CommandParser
 
-from submissions.intake import UploadRejected
+from submissions.intake.rerecord import rerecord_create
+from submissions.intake.upload import UploadRejected
 from submissions.management.commands.ingest import Command as IngestCommand
 from submissions.models import Rerecord, Submission
-from submissions.rerecord import rerecord_create
 
 
 class Command(IngestCommand):

@@ -3,7 +3,7 @@
 Three plain functions (no Django, no Celery; the allowlist comes in as an argument), all
 network access through `submissions.outbound.SafeClient`:
 
-- `verify_live` (`trace.live_match`): re-fetch every stub hop's `/_trace/{trace_id}` and
+- `trace_live_match` (`trace.live_match`): re-fetch every stub hop's `/_trace/{trace_id}` and
   compare status, request body (JSON-semantic), Idempotency-Key and order ids with the file.
   Row outcomes: `match`, `mismatch`, `missing` (404: the stub never saw that trace id),
   `unreachable` (timeout, reset, refused redirect, non-JSON or oversized answer, ...).
@@ -16,7 +16,7 @@ network access through `submissions.outbound.SafeClient`:
       doing), so it warns and points at re-driving instead of failing the candidate;
     * `error` the URL was refused by the outbound guard, or no row got an answer at all;
     * `skip`  the trace has no stub hop with a trace id.
-- `probe_idempotency` (`trace.idempotency_enforced`): fresh random keys; 201 then 200 with
+- `trace_idempotency_enforced` (`trace.idempotency_enforced`): fresh random keys; 201 then 200 with
   the same order id, 409 for the same key with another body, 400 for a missing key and for
   bad bodies. Every probe's exact request, response and a copyable curl line go to evidence.
 - `redrive` (`trace.live_match`, mode "redrive"): replay the stub hops in order against a
@@ -41,8 +41,9 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from cassettes_app.checks import CheckOutcome
+from cassettes_app.checks.catalog import IDEMPOTENCY_ENFORCED, LIVE_MATCH
 from cassettes_app.formats.base import TraceHop, get_header
-from submissions.outbound import (
+from submissions.net.outbound import (
     DEFAULT_HEADERS,
     OutboundError,
     OutboundRefused,
@@ -50,8 +51,8 @@ from submissions.outbound import (
     SafeResponse,
 )
 
-CHECK_LIVE = "trace.live_match"
-CHECK_IDEMPOTENCY = "trace.idempotency_enforced"
+CHECK_LIVE = LIVE_MATCH
+CHECK_IDEMPOTENCY = IDEMPOTENCY_ENFORCED
 ORDER_ID_PATTERN = r"ord_[0-9a-f]+"
 
 RowOutcome = Literal["match", "mismatch", "missing", "unreachable"]
@@ -379,7 +380,7 @@ def _verdict(
     )
 
 
-def verify_live(
+def trace_live_match(
     hops: list[TraceHop],
     stub_url: str,
     *,
@@ -495,7 +496,7 @@ def probe_body_from_hops(hops: Iterable[TraceHop]) -> dict[str, Any] | None:
     return None
 
 
-def probe_idempotency(
+def trace_idempotency_enforced(
     stub_url: str,
     *,
     allow: Iterable[str] | None,

@@ -24,10 +24,11 @@ from cassettes_app.checks.trace import (
 from cassettes_app.formats.base import Body
 from cassettes_app.secrets import TextProfile, redact_message
 from submissions.blobs import BlobWriter, bulk_insert
-from submissions.intake import submission_tree
-from submissions.jobs import Outcome, Progress, handler, job_create
+from submissions.checks.store import checks_store
+from submissions.intake.trees import submission_tree
+from submissions.jobs.queue import job_create
+from submissions.jobs.types import Outcome, Progress
 from submissions.models import (
-    CheckResult,
     Finding,
     Interaction,
     Job,
@@ -257,21 +258,6 @@ def _clear(submission: Submission) -> None:
     Finding.objects.filter(submission=submission, job__kind=Job.Kind.ANALYSIS).delete()
 
 
-def checks_store(submission: Submission, job: Job | None, outcomes: list[CheckOutcome]) -> None:
-    """Upsert check results by (submission, check id): a re-run never duplicates them."""
-    for outcome in outcomes:
-        CheckResult.objects.update_or_create(
-            submission=submission,
-            check_id=outcome.id,
-            defaults={
-                "status": outcome.status,
-                "summary": redact_text(outcome.summary)[:2000],
-                "evidence": outcome.evidence,
-                "job": job,
-            },
-        )
-
-
 def _extra_checks(analyzer: Analyzer, submission: Submission) -> list[CheckOutcome]:
     """Trace, ledger and docs checks, fed from what the analyser collected."""
     a = submission.assignment
@@ -346,7 +332,6 @@ def _turn_chars(turn: Any) -> int:
     return total
 
 
-@handler(Job.Kind.ANALYSIS)
 def analysis_run(job: Job, progress: Progress) -> Outcome:
     """Parse every recording of the submission, store it, and write the static checks."""
     with _unlogged_queries():

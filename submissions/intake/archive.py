@@ -168,7 +168,7 @@ def extract_archive(archive: Path, dest: Path, limits: Limits = _DEFAULT_LIMITS)
 
 # --- names -----------------------------------------------------------------------------
 
-_CHUNK = 64 * 1024
+CHUNK = 64 * 1024
 _BLOCK = 512
 
 _DRIVE = re.compile(r"[A-Za-z]:")
@@ -548,7 +548,7 @@ def _zip_chunks(fh: _File, e: _ZipEntry) -> Iterator[bytes]:
     size = crc = 0
     if e.method == _ZIP_STORED:
         while left:
-            chunk = fh.read(min(_CHUNK, left))
+            chunk = fh.read(min(CHUNK, left))
             if not chunk:
                 raise ArchiveRejected("truncated", "the member's data is cut short", _text(e.name))
             left -= len(chunk)
@@ -560,7 +560,7 @@ def _zip_chunks(fh: _File, e: _ZipEntry) -> Iterator[bytes]:
         pending = b""
         while not inflater.eof:
             if not pending and left:
-                pending = fh.read(min(_CHUNK, left))
+                pending = fh.read(min(CHUNK, left))
                 if not pending:
                     raise ArchiveRejected(
                         "truncated", "the member's data is cut short", _text(e.name)
@@ -568,7 +568,7 @@ def _zip_chunks(fh: _File, e: _ZipEntry) -> Iterator[bytes]:
                 left -= len(pending)
             try:
                 # max_length bounds memory whatever the stream claims to hold.
-                out = inflater.decompress(pending, _CHUNK)
+                out = inflater.decompress(pending, CHUNK)
             except zlib.error as exc:
                 raise _corrupt(f"the deflate data is damaged ({exc})", e.name) from None
             pending = inflater.unconsumed_tail
@@ -648,12 +648,12 @@ class _XzReader:
         while True:
             data = b""
             if self._decoder.eof:
-                data = self._decoder.unused_data or self._fh.read(_CHUNK)
+                data = self._decoder.unused_data or self._fh.read(CHUNK)
                 if not data:
                     return b""
                 self._decoder = self._new()  # xz files may hold several streams back to back
             elif self._decoder.needs_input:
-                data = self._fh.read(_CHUNK)
+                data = self._fh.read(CHUNK)
                 if not data:
                     raise EOFError("the xz stream ends before its end marker")
             out = self._decoder.decompress(data, size)
@@ -692,7 +692,7 @@ class _Stream:
     def skip(self, size: int) -> None:
         """Discard `size` bytes that must be there."""
         while size:
-            chunk = self.read(min(size, _CHUNK))
+            chunk = self.read(min(size, CHUNK))
             if not chunk:
                 raise ArchiveRejected("truncated", "the tar stream is cut short")
             size -= len(chunk)
@@ -821,7 +821,7 @@ class _TarReader:
         left = member.size
         while left:
             try:
-                chunk = self._stream.read(min(_CHUNK, left))
+                chunk = self._stream.read(min(CHUNK, left))
             except ArchiveRejected as exc:
                 if exc.entry is not None:
                     raise

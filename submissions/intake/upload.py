@@ -12,16 +12,14 @@ from typing import IO
 
 from django.conf import settings
 from django.core.files import File
-from django.core.files.storage import default_storage
 from django.db import IntegrityError, transaction
 
-from submissions.archive import ArchiveRejected, ExtractResult, Limits, extract_archive
-from submissions.jobs import JobError, Outcome, Progress, handler, job_create
+from submissions.intake.archive import ArchiveRejected, ExtractResult, extract_archive
+from submissions.intake.trees import CHUNK, intake_limits, tree_path
+from submissions.jobs.queue import job_create
 from submissions.models import Assignment, Candidate, Finding, Job, Submission
 
 log = logging.getLogger(__name__)
-
-_CHUNK = 1024 * 1024
 
 
 class UploadRejected(Exception):
@@ -43,35 +41,13 @@ class IntakeResult:
         return ""
 
 
-def intake_limits() -> Limits:
-    """The archive caps in force, from settings."""
-    return Limits(
-        max_upload_bytes=settings.INTAKE_MAX_UPLOAD_BYTES,
-        max_total_bytes=settings.INTAKE_MAX_TOTAL_BYTES,
-        max_file_bytes=settings.INTAKE_MAX_FILE_BYTES,
-        max_files=settings.INTAKE_MAX_FILES,
-        max_ratio=settings.INTAKE_MAX_RATIO,
-        max_depth=settings.INTAKE_MAX_DEPTH,
-    )
-
-
-def tree_path(submission: Submission) -> Path:
-    """Where a submission's unpacked tree lives on this machine.
-
-    Keyed by id and archive hash: ids can repeat (SQLite reuses a deleted row's id), and a
-    stale tree must never be taken for another submission's.
-    """
-    folder = f"{submission.pk}-{submission.archive_sha256[:16]}"
-    return Path(settings.WORK_DIR) / "submissions" / folder / "tree"
-
-
 def spool_upload(upload: IO[bytes], dest: Path) -> tuple[str, int]:
     """Copy an upload to a local file in chunks, returning its sha256 and size."""
     digest = hashlib.sha256()
     size = 0
     limit = settings.INTAKE_MAX_UPLOAD_BYTES
     with dest.open("wb") as out:
-        while chunk := upload.read(_CHUNK):
+        while chunk := upload.read(CHUNK):
             size += len(chunk)
             if size > limit:
                 raise UploadRejected(
@@ -165,76 +141,3 @@ def submission_create(
         return IntakeResult(submission, created=True, rejected=rejected)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def submission_tree(submission: Submission) -> Path:
-    """The unpacked tree on this machine, unpacked again from storage when missing here."""
-    return archive_tree(submission.archive.name, tree_path(submission))
-
-
-def archive_tree(stored_name: str, dest: Path) -> Path:
-    """`dest` holding the stored archive unpacked; unpacked (with the intake caps) if missing."""
-    if dest.is_dir():
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="fetch-", dir=dest.parent))
-    try:
-        local = scratch / "archive"
-        with default_storage.open(stored_name, "rb") as src, local.open("wb") as out:
-            shutil.copyfileobj(src, out, _CHUNK)
-        extract_archive(local, scratch / "tree", intake_limits())
-        try:
-            (scratch / "tree").rename(dest)
-        except OSError:
-            if not dest.is_dir():  # another worker on this machine may have won the race
-                raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return dest
-
-
-@handler(Job.Kind.INTAKE)
-def intake_run(job: Job, progress: Progress) -> Outcome:
-    """Make sure the tree is unpacked on this worker and describe it."""
-    submission = job.submission
-    progress.step("unpack", 10)
-    try:
-        tree = submission_tree(submission)
-    except ArchiveRejected as exc:
-        raise JobError(f"the stored archive no longer unpacks: {exc}") from exc
-    except FileNotFoundError as exc:
-        raise JobError(f"the stored archive is missing: {exc}") from exc
-    progress.step("inventory", 60)
-    files = 0
-    total = 0
-    for path in tree.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            files += 1
-            total += path.stat().st_size
-    progress.log(f"unpacked {files} files, {total} bytes ({submission.archive_format})")
-    Submission.objects.filter(pk=submission.pk).update(
-        file_count=files, unpacked_bytes=total, status=Submission.Status.PROCESSING
-    )
-    # A redelivered intake must not queue a second analysis.
-    if not submission.jobs.filter(kind=Job.Kind.ANALYSIS).exists():
-        job_create(submission=submission, kind=Job.Kind.ANALYSIS)
-    progress.step("done", 100)
-    return Outcome(Job.State.PASSED, f"{files} files unpacked")
-
-
-def submission_settle(*, submission_id: int) -> None:
-    """Mark a submission ready once all its jobs ended (error when intake itself failed)."""
-    submission = Submission.objects.filter(pk=submission_id).first()
-    if submission is None or submission.status == Submission.Status.REJECTED:
-        return
-    jobs = list(submission.jobs.values_list("kind", "state", "error"))
-    if any(state not in Job.FINAL_STATES for _, state, _ in jobs):
-        return
-    intake_failed = [
-        err for kind, state, err in jobs if kind == Job.Kind.INTAKE and state != "passed"
-    ]
-    if intake_failed:
-        status, reason = Submission.Status.ERROR, intake_failed[0] or "intake did not pass"
-    else:
-        status, reason = Submission.Status.READY, ""
-    Submission.objects.filter(pk=submission_id).update(status=status, status_reason=reason)

@@ -6,11 +6,10 @@ import os
 import signal
 import time
 
-from submissions.jobs import JobError, JobFailed, Outcome, Progress, handler
+from submissions.jobs.types import JobError, JobFailed, Outcome, Progress
 from submissions.models import Job
 
 
-@handler(Job.Kind.SELFTEST)
 def selftest_run(job: Job, progress: Progress) -> Outcome:
     """Do what the job's params ask: pass, fail, error, sleep, or kill this worker process."""
     action = job.params.get("action", "pass")

@@ -1,0 +1,189 @@
+"""The replay.* checks, one function per catalog id, judged from sandboxed runs."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from cassettes_app.checks import CheckOutcome
+from cassettes_app.checks.catalog import (
+    BYTE_IDENTICAL,
+    MISSING_FIXTURE,
+    NO_NETWORK,
+    OFFLINE_PASS,
+    RECORDINGS_USED,
+    REPLAY_CHECKS,
+)
+from submissions import sandbox
+from submissions.checks.replay_compare import (
+    classify,
+    describe_attempts,
+    files_read,
+    missing_module,
+    network_attempts,
+    probe_outcome,
+)
+from submissions.redact import redact_text
+
+_TAIL = 4000
+
+
+@dataclass
+class Run:
+    """One sandboxed run as the checks see it."""
+
+    label: str
+    result: sandbox.RunResult
+    outputs: dict[str, bytes | None] = field(default_factory=dict)
+
+    @property
+    def output_text(self) -> str:
+        data = self.result.stdout + b"\n" + self.result.stderr
+        return redact_text(data.decode("utf-8", "replace"))
+
+    def tail(self) -> str:
+        return self.output_text[-_TAIL:]
+
+
+def replay_offline_pass(run: Run) -> CheckOutcome:
+    """replay.offline_pass: the replay command exits 0 in the sandbox, network off."""
+    r = run.result
+    evidence = [{"message": "output (tail)", "output": run.tail()}, sandbox_evidence(r)]
+    if r.exit_code == 0:
+        return CheckOutcome(OFFLINE_PASS, "pass", f"exit 0 in {r.duration_s:.1f} s", evidence)
+    module = missing_module(run.output_text)
+    if module:
+        return CheckOutcome(
+            OFFLINE_PASS,
+            "error",
+            f"the sandbox runtime has no module {module!r}: the suite could not be judged",
+            evidence,
+        )
+    if r.timed_out:
+        return CheckOutcome(
+            OFFLINE_PASS,
+            "fail",
+            f"killed after the wall-time limit of {r.limits.get('wall_seconds')} s",
+            evidence,
+        )
+    why = f" ({r.killed_reason})" if r.killed_reason else ""
+    return CheckOutcome(OFFLINE_PASS, "fail", f"exit {r.exit_code}{why}", evidence)
+
+
+def sandbox_evidence(r: sandbox.RunResult) -> dict[str, object]:
+    return {
+        "message": "sandbox" if r.sandboxed else "NOT SANDBOXED (development setting)",
+        "limits": r.limits,
+        "layers": r.layers,
+    }
+
+
+def replay_byte_identical(run1: Run, run2: Run, outputs: list[str]) -> CheckOutcome:
+    """replay.byte_identical: two runs give byte-identical graded outputs; a diff when not."""
+    cid = BYTE_IDENTICAL
+    if not outputs:
+        return CheckOutcome(cid, "skip", "the assignment names no graded outputs")
+    evidence: list[dict[str, object]] = []
+    kinds = []
+    for path in outputs:
+        a, b = run1.outputs.get(path), run2.outputs.get(path)
+        if a is None or b is None:
+            missing = [label for label, v in (("run 1", a), ("run 2", b)) if v is None]
+            evidence.append({"path": path, "message": f"not written by {' and '.join(missing)}"})
+            kinds.append("missing")
+            continue
+        diff = classify(a, b, path)
+        if diff.kind != "identical":
+            kinds.append(diff.kind)
+            evidence.append(
+                {
+                    "path": path,
+                    "message": f"differs: {diff.kind}",
+                    "kind": diff.kind,
+                    "first_json_path": diff.first_json_path,
+                    "diff": redact_text(diff.diff),
+                }
+            )
+        else:
+            digest = hashlib.sha256(a).hexdigest()[:16]
+            evidence.append(
+                {"path": path, "message": f"identical ({len(a)} bytes, sha256 {digest})"}
+            )
+    if not kinds:
+        return CheckOutcome(
+            cid, "pass", f"{len(outputs)} graded output(s) byte-identical", evidence
+        )
+    return CheckOutcome(cid, "fail", f"outputs differ: {', '.join(sorted(set(kinds)))}", evidence)
+
+
+def replay_no_network_attempts(runs: list[Run]) -> CheckOutcome:
+    """replay.no_network_attempts: no connect/resolve attempt was seen during replay."""
+    cid = NO_NETWORK
+    attempts = [(run.label, e) for run in runs for e in network_attempts(run.result.audit_events)]
+    note = "seen by the audit hook; the network namespace blocks them regardless"
+    if not attempts:
+        return CheckOutcome(cid, "pass", "no network attempt seen (" + note + ")")
+    evidence = [
+        {"message": f"{label}: {describe_attempts([e])}", "event": e} for label, e in attempts
+    ]
+    summary = describe_attempts([e for _, e in attempts])
+    return CheckOutcome(cid, "fail", f"{summary} ({note})", evidence)
+
+
+def replay_recordings_used(run1: Run, recordings: list[str]) -> tuple[CheckOutcome, set[str]]:
+    """replay.recordings_used: which recordings the suite read; unread ones are orphans."""
+    cid = RECORDINGS_USED
+    read = files_read(run1.result.audit_events)
+    used = {path for path in recordings if path in read}
+    if not recordings:
+        return CheckOutcome(cid, "skip", "no recordings were found to watch"), used
+    orphans = sorted(set(recordings) - used)
+    evidence = [{"path": p, "message": "never read by the suite"} for p in orphans]
+    summary = f"{len(used)} of {len(recordings)} recordings read"
+    if not used:
+        return CheckOutcome(
+            cid,
+            "warn",
+            summary + " (the suite may read them from outside Python, or not at all)",
+            evidence,
+        ), used
+    return CheckOutcome(cid, "warn" if orphans else "pass", summary, evidence), used
+
+
+def replay_missing_fixture_fails_loudly(probes: list[tuple[str, str | None, Run]]) -> CheckOutcome:
+    """replay.missing_fixture_fails_loudly: without a used recording, the run fails and says so."""
+    cid = MISSING_FIXTURE
+    if not probes:
+        return CheckOutcome(cid, "skip", "no recording was seen being read, so none was removed")
+    evidence = []
+    rank = {"fails_loudly": 0, "fails_unclearly": 1, "passes_silently": 2, "network_fallback": 3}
+    outcomes = []
+    for removed, key, run in probes:
+        outcome, reason = probe_outcome(
+            exit_code=run.result.exit_code,
+            output=run.output_text,
+            removed=removed,
+            key=key,
+            attempts=network_attempts(run.result.audit_events),
+        )
+        outcomes.append(outcome)
+        evidence.append(
+            {
+                "path": removed,
+                "message": f"{outcome}: {reason}",
+                "outcome": outcome,
+                "output": run.tail(),
+            }
+        )
+    # Silent passes only count when no probe was conclusive (see the probe loop's comment).
+    judged = [o for o in outcomes if o != "passes_silently"] or outcomes
+    worst = max(judged, key=rank.__getitem__)
+    evidence.sort(key=lambda e: -rank[e["outcome"]])
+    status = {"fails_loudly": "pass", "fails_unclearly": "warn"}.get(worst, "fail")
+    return CheckOutcome(
+        cid, status, f"with a recording removed the run {worst.replace('_', ' ')}", evidence
+    )
+
+
+def replay_error_outcomes(reason: str) -> list[CheckOutcome]:
+    return [CheckOutcome(cid, "error", reason) for cid in REPLAY_CHECKS]

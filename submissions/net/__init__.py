@@ -1,0 +1,1 @@
+"""Outbound HTTP to candidates' stubs: the guard that refuses private addresses (`outbound`)."""

@@ -1,0 +1,203 @@
+"""The replay job: run the suite offline in the sandbox, twice, then without a recording.
+
+The checks it writes (replay.*) are computed in `submissions.checks.replay`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path, PurePosixPath
+
+from django.conf import settings
+
+from submissions import sandbox
+from submissions.checks.replay import (
+    Run,
+    replay_byte_identical,
+    replay_error_outcomes,
+    replay_missing_fixture_fails_loudly,
+    replay_no_network_attempts,
+    replay_offline_pass,
+    replay_recordings_used,
+)
+from submissions.checks.replay_compare import (
+    network_attempts,
+)
+from submissions.checks.store import checks_store
+from submissions.intake.trees import submission_tree
+from submissions.jobs.types import JobError, Outcome, Progress
+from submissions.models import Job, Recording, Submission
+from submissions.sandbox.slots import Slot, sandbox_slot
+from submissions.sandbox.types import SandboxUnavailable
+
+log = logging.getLogger(__name__)
+
+
+RUN1_ENV = {"PYTHONHASHSEED": "1", "TZ": "UTC", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+
+
+RUN2_ENV = {"PYTHONHASHSEED": "2718", "TZ": "Asia/Kathmandu", "LC_ALL": "C", "LANG": "C"}
+
+
+RUN2_SUBDIR = "run-2"  # run 2 works at /work/run-2: another absolute path than run 1
+
+
+def recording_dirs(globs: list[str]) -> list[str]:
+    """The folders the audit hook watches: the fixed prefix of each recording glob."""
+    dirs = set()
+    for pattern in globs:
+        parts = []
+        for part in PurePosixPath(pattern).parts[:-1]:
+            if any(ch in part for ch in "*?["):
+                break
+            parts.append(part)
+        dirs.add("/".join(parts) if parts else ".")
+    return sorted(dirs)
+
+
+def _read_outputs(
+    workspace: Path, base: str, paths: list[str], uid: int
+) -> dict[str, bytes | None]:
+    """Graded outputs read back as the sandbox uid, never following a planted link."""
+    out: dict[str, bytes | None] = {}
+    for rel in paths:
+        full = f"{base}/{rel}" if base else rel
+        try:
+            out[rel] = sandbox.read_output_file(
+                workspace, full, settings.REPLAY_OUTPUT_MAX_BYTES, uid
+            )
+        except (OSError, sandbox.OutputFileRefused) as exc:
+            log.info("output %s unreadable: %s", rel, exc)
+            out[rel] = None
+    return out
+
+
+def _run(
+    label: str,
+    tree: Path,
+    command: str,
+    *,
+    env: dict[str, str],
+    slot: Slot,
+    outputs: list[str],
+    watch: list[str],
+    subdir: str = "",
+    remove: str | None = None,
+) -> Run:
+    """Copy the tree into a fresh workspace, run the command there, read the outputs back."""
+    with slot.workspace(tree) as workspace:
+        if subdir:
+            _nest(workspace, subdir, slot.uid)
+        if remove:
+            # Before any candidate code runs the copy holds no planted links: plain unlink.
+            (workspace / subdir / remove).unlink()
+        cwd = f"{sandbox.WORK_MOUNT}/{subdir}" if subdir else sandbox.WORK_MOUNT
+        result = slot.run(
+            command,
+            workspace=workspace,
+            env=env,
+            audit_watch=[f"{subdir}/{w}".strip("/") if subdir else w for w in watch],
+            cwd_in_sandbox=cwd,
+        )
+        return Run(label, result, _read_outputs(workspace, subdir, outputs, slot.uid))
+
+
+def _nest(workspace: Path, subdir: str, uid: int) -> None:
+    """Move a fresh copy one folder down, so run 2 sees another absolute path."""
+    entries = os.listdir(workspace)
+    target = workspace / subdir
+    target.mkdir(mode=0o700)
+    os.chown(target, uid, sandbox.gid_of(uid))
+    for name in entries:
+        os.rename(workspace / name, target / name)
+
+
+def choose_probes(used: set[str], count: int, *, preferred: set[str] = frozenset()) -> list[str]:
+    """A deterministic choice of used recordings to remove: preferred ones first, then by hash."""
+    ranked = sorted(
+        used, key=lambda p: (p not in preferred, hashlib.sha256(p.encode()).hexdigest())
+    )
+    return ranked[:count]
+
+
+def probe_preferred(rows: list[tuple[str, str, str, str]]) -> set[str]:
+    """Recordings whose removal must matter: a verified key held by no other file.
+
+    rows are (path, key, recomputed_key, sha256). A duplicate copy, a hand-edited key or a
+    leftover would let a correct solution pass without it, which proves nothing.
+    """
+    keys: dict[str, int] = {}
+    shas: dict[str, int] = {}
+    for _, key, _, sha in rows:
+        keys[key] = keys.get(key, 0) + 1
+        shas[sha] = shas.get(sha, 0) + 1
+    return {
+        path
+        for path, key, recomputed, sha in rows
+        if key and key == recomputed and keys[key] == 1 and shas[sha] == 1
+    }
+
+
+def replay_run(job: Job, progress: Progress) -> Outcome:
+    """Run the suite twice and once per probe; write the replay checks."""
+    submission: Submission = job.submission
+    assignment = submission.assignment
+    command = assignment.replay_command.strip()
+    if not command:
+        raise JobError("the assignment has no replay command")
+    outputs = list(assignment.graded_outputs)
+    watch = recording_dirs(list(assignment.recording_globs))
+    rows = list(
+        Recording.objects.filter(submission=submission, role=Recording.Role.RECORDING).values_list(
+            "path", "key", "recomputed_key", "sha256"
+        )
+    )
+    recordings = {path: key for path, key, _, _ in rows}
+    try:
+        with sandbox_slot() as slot:
+            progress.step("copy", 5)
+            tree = submission_tree(submission)
+            common = {"slot": slot, "outputs": outputs, "watch": watch}
+            progress.step("run 1", 15)
+            run1 = _run("run 1", tree, command, env=RUN1_ENV, **common)
+            progress.log(f"run 1: exit {run1.result.exit_code} in {run1.result.duration_s:.1f} s")
+            progress.log(run1.tail())
+            progress.step("run 2", 40)
+            run2 = _run("run 2", tree, command, env=RUN2_ENV, subdir=RUN2_SUBDIR, **common)
+            progress.log(f"run 2: exit {run2.result.exit_code} in {run2.result.duration_s:.1f} s")
+            progress.step("compare", 65)
+            recordings_check, used = replay_recordings_used(run1, sorted(recordings))
+            Recording.objects.filter(submission=submission, role="recording").update(used=False)
+            Recording.objects.filter(submission=submission, path__in=used).update(used=True)
+            probes = []
+            # A loader that opens every file makes "read" a weak signal: a silent pass after
+            # removing a file it never needed proves nothing, so such probes try the next one.
+            candidates = choose_probes(used, len(used), preferred=probe_preferred(rows))
+            conclusive = 0
+            for i, removed in enumerate(candidates[: settings.REPLAY_MISSING_PROBE_TRIES]):
+                if conclusive >= settings.REPLAY_MISSING_PROBES:
+                    break
+                progress.step(f"probe {i + 1}", 75 + i)
+                probe = _run("probe", tree, command, env=RUN1_ENV, remove=removed, **common)
+                progress.log(f"probe without {removed}: exit {probe.result.exit_code}")
+                probes.append((removed, recordings.get(removed) or None, probe))
+                if probe.result.exit_code != 0 or network_attempts(probe.result.audit_events):
+                    conclusive += 1
+    except SandboxUnavailable as exc:
+        reason = f"the sandbox cannot run here: {exc.cause}"
+        checks_store(submission, job, replay_error_outcomes(reason))
+        raise JobError(reason) from exc
+    outcomes = [
+        replay_offline_pass(run1),
+        replay_byte_identical(run1, run2, outputs),
+        replay_missing_fixture_fails_loudly(probes),
+        replay_no_network_attempts([run1, run2] + [p[2] for p in probes]),
+        recordings_check,
+    ]
+    checks_store(submission, job, outcomes)
+    progress.step("done", 100)
+    failing = [o.id for o in outcomes if o.status == "fail"]
+    state = Job.State.PASSED if run1.result.exit_code == 0 else Job.State.FAILED
+    return Outcome(state, f"replay checks written; failing: {', '.join(failing) or 'none'}")

@@ -1,0 +1,141 @@
+"""The one door every sandboxed job uses, with the limits and paths from Django settings.
+
+    with sandbox_slot() as slot:            # SandboxUnavailable, or JobError when all are busy
+        with slot.workspace(tree) as ws:    # a fresh copy owned by the slot's uid
+            result = slot.run(command, workspace=ws)
+
+A job catches SandboxUnavailable around the whole block: the sandbox may turn out to be
+unusable only when bwrap starts, long after the self-check passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from submissions.jobs.types import JobError
+from submissions.sandbox.bwrap import run
+from submissions.sandbox.selfcheck import self_check
+from submissions.sandbox.types import (
+    LOCK_DIR,
+    RunResult,
+    SandboxBusy,
+    SandboxLimits,
+    SandboxUnavailable,
+)
+from submissions.sandbox.uids import slot_uid
+from submissions.sandbox.workspace import prepare_workspace, remove_workspace
+
+BUSY_WAIT_SECONDS = 60
+
+
+def sandbox_limits() -> SandboxLimits:
+    """The sandbox limits in force, from settings."""
+    return SandboxLimits(
+        wall_seconds=settings.SANDBOX_WALL_SECONDS,
+        cpu_seconds=settings.SANDBOX_CPU_SECONDS,
+        address_space_bytes=settings.SANDBOX_MEMORY_BYTES,
+        processes=settings.SANDBOX_PROCESSES,
+        file_size_bytes=settings.SANDBOX_FILE_BYTES,
+        open_files=settings.SANDBOX_OPEN_FILES,
+        tmpfs_bytes=settings.SANDBOX_TMPFS_BYTES,
+        output_bytes=settings.SANDBOX_OUTPUT_BYTES,
+    )
+
+
+def _host() -> dict[str, object]:
+    """Where bwrap and the runtime are, and the first sandbox uid, from settings."""
+    return {
+        "bwrap": settings.SANDBOX_BWRAP,
+        "runtime": Path(settings.SANDBOX_RUNTIME),
+        "uid_base": settings.SANDBOX_UID_BASE,
+    }
+
+
+def sandbox_problems() -> list[str]:
+    """What stops the sandbox here (empty when it can run)."""
+    return self_check(slots=range(settings.SANDBOX_SLOTS), probe=False, **_host())
+
+
+def work_parent() -> Path:
+    """The folder workspaces are made in; the sandbox uids must be able to traverse it."""
+    parent = Path(settings.SANDBOX_WORK_DIR)
+    parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(parent, 0o711)  # noqa: S103 - traversable, not listable, by the sandbox uids
+    return parent
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A sandbox slot this process holds exclusively: its number, its uid, the limits."""
+
+    number: int
+    uid: int
+    limits: SandboxLimits
+
+    @contextlib.contextmanager
+    def workspace(self, tree: Path) -> Iterator[Path]:
+        """A fresh copy of `tree` owned by this slot's uid, removed afterwards."""
+        path = prepare_workspace(tree, work_parent(), self.uid)
+        try:
+            yield path
+        finally:
+            remove_workspace(path)
+
+    def run(self, command: str | list[str], *, workspace: Path, **kwargs: object) -> RunResult:
+        """Run in this slot, waiting out a slot uid another process holds for a short run."""
+        deadline = time.monotonic() + BUSY_WAIT_SECONDS
+        while True:
+            try:
+                return run(
+                    command,
+                    workspace=workspace,
+                    limits=self.limits,
+                    slot=self.number,
+                    allow_unsandboxed=settings.SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED,
+                    **_host(),
+                    **kwargs,  # type: ignore[arg-type]
+                )
+            except SandboxBusy:
+                if time.monotonic() > deadline:
+                    raise JobError(
+                        f"the sandbox slot stayed busy for {BUSY_WAIT_SECONDS} s"
+                    ) from None
+                time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def sandbox_slot() -> Iterator[Slot]:
+    """Check that the sandbox can run here, then hold a free slot for this process.
+
+    Raises SandboxUnavailable with every problem found (unless the loudly-labelled
+    development setting runs candidate code unsandboxed), JobError when all slots are busy.
+    """
+    problems = sandbox_problems()
+    if problems and not settings.SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED:
+        raise SandboxUnavailable("; ".join(problems))
+    count = settings.SANDBOX_SLOTS
+    start = os.getpid() % count
+    for i in range(count):
+        number = (start + i) % count
+        lock = Path(LOCK_DIR) / f"job-slot-{number}.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            yield Slot(number, slot_uid(number, settings.SANDBOX_UID_BASE), sandbox_limits())
+        finally:
+            os.close(fd)
+        return
+    raise JobError(f"all {count} sandbox slots are busy")
