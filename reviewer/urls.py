@@ -2,24 +2,41 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import path, register_converter
 
-from reviewer import views
 from reviewer.auth import ThrottledLoginView
+from reviewer.views import assignment, comparison, diff, home, submission
+
+
+class AssignmentSlug:
+    """An assignment's slug in a URL: any slug but the reserved word `new`, so that
+    `assignments/new/` and `assignments/<slug>/` never depend on their order."""
+
+    regex = r"(?!new/)[-a-zA-Z0-9_]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(AssignmentSlug, "assignment")
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", home.home, name="home"),
     path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("submissions/<int:pk>/", views.submission_detail, name="submission"),
-    path("submissions/<int:pk>/scores/<int:row_id>/", views.score_update, name="score_update"),
-    path("submissions/<int:pk>/review/submit/", views.review_submit_view, name="review_submit"),
-    path("submissions/<int:pk>/diff/", views.turn_diff, name="turn_diff"),
-    path("submissions/<int:pk>/rerecords/", views.rerecord_upload, name="rerecord_upload"),
-    path("submissions/<int:pk>/rerecords/<int:rid>/", views.rerecord_detail, name="rerecord"),
-    path("assignments/<slug:slug>/compare/", views.comparison, name="comparison"),
-    path("", include("submissions.urls")),
-    # After the include: "assignments/new/" must win over the slug pattern.
-    path("assignments/<slug:slug>/", views.assignment_detail, name="assignment"),
+    path("assignments/new/", assignment.assignment_new, name="assignment_new"),
+    path("assignments/<assignment:slug>/", assignment.assignment_detail, name="assignment"),
+    path("assignments/<assignment:slug>/compare/", comparison.comparison, name="comparison"),
+    path("submissions/<int:pk>/", submission.submission_detail, name="submission"),
+    path("submissions/<int:pk>/scores/<int:row_id>/", submission.score_update, name="score_update"),
+    path(
+        "submissions/<int:pk>/review/submit/", submission.review_submit_view, name="review_submit"
+    ),
+    path("submissions/<int:pk>/diff/", diff.turn_diff, name="turn_diff"),
+    path("submissions/<int:pk>/rerecords/", diff.rerecord_upload, name="rerecord_upload"),
+    path("submissions/<int:pk>/rerecords/<int:rid>/", diff.rerecord_detail, name="rerecord"),
     path("admin/", admin.site.urls),
 ]

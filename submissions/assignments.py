@@ -79,6 +79,8 @@ _STR_KEYS = {
     "rubric",
 }
 _LIST_KEYS = {"graded_outputs", "recordings", "traces", "ledgers", "volatile_fields"}
+# `assignments/new/` is the new-assignment page, so no assignment may be called that.
+RESERVED_SLUGS = frozenset({"new"})
 _ALLOWED = {"slug", "shape", "stale_after_days", "service_port", "service_request", "ticket_schema"}
 ALLOWED_KEYS = frozenset(_ALLOWED | _STR_KEYS | _LIST_KEYS)
 
@@ -105,6 +107,8 @@ def assignment_values(data: Any, *, base_dir: Path | None = None) -> dict[str, A
         validate_slug(data["slug"])
     except ValidationError:
         raise _fail("slug", "letters, digits, hyphens and underscores only") from None
+    if data["slug"] in RESERVED_SLUGS:
+        raise _fail("slug", f"{data['slug']!r} is reserved (it names a page)")
     shape = data.get("shape", "cassette")
     if shape not in PRESETS:
         raise _fail("shape", f"must be one of {', '.join(PRESETS)}, got {shape!r}")

@@ -146,3 +146,19 @@ def test_builtin_rubrics_exist_after_migrate(db: None) -> None:
     assert [r.weight for r in run_twice.rows.all()] == [30, 20, 20, 20, 10]
     for template in RubricTemplate.objects.all():
         assert template.total_weight == 100
+
+
+def test_the_slug_new_is_reserved_for_the_new_assignment_page() -> None:
+    from submissions.assignments import AssignmentError, assignment_values
+
+    with pytest.raises(AssignmentError) as info:
+        assignment_values({"slug": "new", "title": "New", "shape": "cassette"})
+    assert "slug" in str(info.value) and "reserved" in str(info.value)
+
+
+def test_assignment_urls_do_not_depend_on_their_order() -> None:
+    from django.urls import resolve
+
+    assert resolve("/assignments/new/").url_name == "assignment_new"
+    assert resolve("/assignments/newer/").url_name == "assignment"
+    assert resolve("/assignments/new-cohort/compare/").url_name == "comparison"

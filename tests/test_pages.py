@@ -292,7 +292,7 @@ def test_idempotency_probe_card_shows_requests_and_curl(
 
 def test_long_lists_show_their_first_rows_with_a_count(reviewer, assignment, candidate) -> None:
     from submissions.models import Recording
-    from submissions.views import _LIST_CAP, submission_context
+    from submissions.selectors import _LIST_CAP, submission_context
 
     s = _submission_for(reviewer, assignment, candidate)
     Recording.objects.bulk_create(
@@ -307,8 +307,9 @@ def test_long_lists_show_their_first_rows_with_a_count(reviewer, assignment, can
 def test_long_lists_paginate_each_by_its_own_parameter(rf, reviewer, assignment, candidate) -> None:
     from django.template.loader import render_to_string
 
+    from reviewer.views.submission import evidence_html
     from submissions.models import Finding, Recording, TraceRow, Turn
-    from submissions.views import PAGE_SIZE, evidence_html, submission_context
+    from submissions.selectors import PAGE_SIZE, submission_context
 
     s = _submission_for(reviewer, assignment, candidate)
     recs = Recording.objects.bulk_create(
@@ -331,7 +332,7 @@ def test_long_lists_paginate_each_by_its_own_parameter(rf, reviewer, assignment,
     request = rf.get(s.get_absolute_url(), params)
     request.user = reviewer
     context["evidence"] = evidence_html(request, context)
-    page = render_to_string("submissions/submission.html", context, request=request)
+    page = render_to_string("reviewer/submission.html", context, request=request)
     # Page links keep the other lists' pages.
     assert "?recordings=2&amp;turns=2&amp;findings=2#recordings" in page and "page 3 of 3" in page
     assert "?recordings=3&amp;turns=1&amp;findings=2#conversations" in page
@@ -346,15 +347,15 @@ def test_evidence_is_cached_once_jobs_end_and_rebuilt_when_a_job_runs(
     """What the jobs found is built once after they end; a running job is never cached."""
     from unittest import mock
 
-    from submissions import views
+    from reviewer.views import submission as views
     from submissions.models import Finding, Job
 
     with mock.patch("submissions.jobs.queue.job_enqueue", return_value=True):
         s = _submission_for(reviewer, assignment, candidate)
     client.force_login(reviewer)
     Finding.objects.create(submission=s, kind="first", path="a.json", message="one")
-    real = views._evidence_context
-    with mock.patch.object(views, "_evidence_context", side_effect=real) as built:
+    real = views.evidence_context
+    with mock.patch.object(views, "evidence_context", side_effect=real) as built:
         client.get(s.get_absolute_url())
         client.get(s.get_absolute_url())
         assert built.call_count == 2  # the intake job is queued: never cached

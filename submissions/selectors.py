@@ -1,89 +1,23 @@
-"""Pages for assignments, uploads and submissions."""
+"""Reads for the submission pages: what a page shows of a submission, its jobs and its evidence."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from datetime import timedelta
 
-from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.cache import caches
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Q, QuerySet
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
-from django.template.loader import render_to_string
-from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_http_methods
 
 from cassettes_app.checks.catalog import IDEMPOTENCY_ENFORCED, NO_SECRETS
-from submissions.assignments import PRESETS, AssignmentError, assignment_apply, assignment_values
-from submissions.forms import AssignmentForm, UploadForm
-from submissions.intake.upload import UploadRejected, submission_create
-from submissions.models import Assignment, Candidate, CheckResult, Job, Recording, Submission
-
-
-def get_submission_for_user(request: HttpRequest, pk: int) -> Submission:
-    """The submission if this user may see it, else 404 (never 403: no existence leak)."""
-    queryset = Submission.objects.visible_to(request.user).select_related(
-        "candidate", "assignment", "uploaded_by"
-    )
-    return get_object_or_404(queryset, pk=pk)
-
-
-@login_required
-@require_http_methods(["GET", "POST"])
-def assignment_new(request: HttpRequest) -> HttpResponse:
-    """Create an assignment from a shape preset."""
-    form = AssignmentForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        data = {k: v for k, v in form.cleaned_data.items() if v not in ("", None)}
-        try:
-            values = assignment_values(data)
-        except AssignmentError as exc:
-            form.add_error(None, str(exc))
-        else:
-            assignment, _ = assignment_apply(values=values)
-            messages.success(request, f"Assignment {assignment.title} saved.")
-            return redirect(assignment)
-    return render(request, "submissions/assignment_new.html", {"form": form, "presets": PRESETS})
-
-
-def handle_upload(
-    request: HttpRequest, assignment: Assignment
-) -> tuple[UploadForm, HttpResponse | None]:
-    """The upload form of an assignment page: a redirect to the new submission, or the form."""
-    form = UploadForm(request.POST or None, request.FILES or None)
-    if request.method != "POST" or not form.is_valid():
-        return form, None
-    candidate, _ = Candidate.objects.get_or_create(name=form.cleaned_data["candidate"])
-    upload = form.cleaned_data["archive"]
-    try:
-        result = submission_create(
-            upload=upload,
-            filename=upload.name,
-            candidate=candidate,
-            assignment=assignment,
-            stub_url=form.cleaned_data["stub_url"],
-            uploaded_by=request.user,
-        )
-    except UploadRejected as exc:
-        form.add_error("archive", str(exc))
-        return form, None
-    submission = result.submission
-    submission.reviewers.add(request.user)
-    if result.reason:
-        form.add_error("archive", f"The archive was rejected: {result.reason}")
-        return form, None
-    if not result.created:
-        messages.info(request, "This archive was already uploaded for this candidate.")
-    return form, redirect(submission)
-
+from submissions.models import CheckResult, Job, Recording, Submission
 
 _LIST_CAP = 200
+
+
 # Rows a page when the long lists paginate (see submission_context).
 PAGE_SIZE = 50
+
+
 # Failures first, then warnings, errors, passes and skips.
 _CHECK_ORDER = {"fail": 0, "error": 1, "warn": 2, "pass": 3, "skip": 4}
 
@@ -147,7 +81,7 @@ def submission_context(
     `findings`).
     """
     context = jobs_context(submission)
-    context.update(_evidence_context(submission, context["jobs"], pages))  # type: ignore[arg-type]
+    context.update(evidence_context(submission, context["jobs"], pages))  # type: ignore[arg-type]
     return context
 
 
@@ -164,7 +98,7 @@ def jobs_context(submission: Submission) -> dict[str, object]:
     }
 
 
-def _evidence_context(
+def evidence_context(
     submission: Submission, jobs: list[Job], pages: Mapping[str, str] | None
 ) -> dict[str, object]:
     """What the jobs found: checks, recordings, turns, trace rows, findings, logs."""
@@ -206,46 +140,3 @@ def _evidence_context(
         "findings": findings.object_list if paged else list(submission.findings.all()[:200]),
         "findings_page": findings,
     }
-
-
-# Bump when the evidence partials change, so no cached HTML of the old layout is served.
-_EVIDENCE_LAYOUT = 1
-_EVIDENCE_TTL = 3600
-_EVIDENCE_PARTS = ("banner", "top", "bottom")
-
-
-def evidence_html(request: HttpRequest, context: dict[str, object]) -> dict[str, str]:
-    """The page's evidence sections as HTML, cached while no job of the submission runs.
-
-    Only jobs write what these sections show (checks, recordings, turns, trace rows,
-    findings, logs). Once every job has ended the rows stay as they are until a job is
-    queued or runs again, which changes the jobs' states: the cache key holds them.
-    """
-    submission: Submission = context["submission"]  # type: ignore[assignment]
-    jobs: list[Job] = context["jobs"]  # type: ignore[assignment]
-    key = None
-    if not context["jobs_active"]:
-        signature = repr(
-            (
-                _EVIDENCE_LAYOUT,
-                # Which submission this is, even if a deleted one's id is given again.
-                (submission.archive_sha256, submission.created),
-                [(j.pk, j.state, j.attempts, j.finished_at) for j in jobs],
-                sorted(request.GET.lists()),
-            )
-        )
-        digest = hashlib.sha256(signature.encode()).hexdigest()[:32]
-        key = f"cr:evidence:{submission.pk}:{digest}"
-        cached = caches["fragments"].get(key)
-        if cached is not None:
-            return {part: mark_safe(text) for part, text in cached.items()}  # noqa: S308
-    full = {**context, **_evidence_context(submission, jobs, request.GET)}
-    html = {
-        part: render_to_string(f"submissions/submission.html#evidence-{part}", full, request)
-        for part in _EVIDENCE_PARTS
-    }
-    if key is not None:
-        plain = {part: str(text) for part, text in html.items()}
-        caches["fragments"].set(key, plain, _EVIDENCE_TTL)
-    # Our own templates rendered these from escaped values.
-    return {part: mark_safe(text) for part, text in html.items()}  # noqa: S308

@@ -1,0 +1,1 @@
+"""Every screen's views, one module per screen; `reviewer/urls.py` names them all."""

@@ -1,0 +1,115 @@
+"""The assignment screens: one assignment with its uploads, and a new assignment."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
+
+from reviewer.comparison import assignment_rows
+from submissions.assignments import PRESETS, AssignmentError, assignment_apply, assignment_values
+from submissions.forms import AssignmentForm, UploadForm
+from submissions.intake.upload import UploadRejected, submission_create
+from submissions.models import Assignment, Candidate, Submission
+
+ASSIGNMENT_PAGE_SIZE = 50
+
+
+_SORTS = {"newest": "-created", "oldest": "created", "name": "candidate__name"}
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def assignment_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    """Candidates of an assignment: status, check badges, score, reviews; filter, sort, upload."""
+    assignment = get_object_or_404(Assignment, slug=slug)
+    form, done = handle_upload(request, assignment)
+    if done is not None:
+        return done
+    submissions = (
+        Submission.objects.visible_to(request.user)
+        .filter(assignment=assignment)
+        .select_related("candidate")
+        .annotate(jobs_pending=Count("jobs", filter=Q(jobs__state__in=["queued", "running"])))
+    )
+    query = request.GET.get("q", "").strip()
+    if query:
+        submissions = submissions.filter(candidate__name__icontains=query)
+    status = request.GET.get("status", "")
+    if status in Submission.Status.values:
+        submissions = submissions.filter(status=status)
+    sort = request.GET.get("sort", "newest")
+    by_score = sort == "score"
+    submissions = submissions.order_by(_SORTS.get(sort, "-created"), "pk")
+    page = Paginator(submissions, ASSIGNMENT_PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = assignment_rows(request.user, assignment, list(page.object_list))
+    if by_score:
+        rows.sort(key=lambda r: (r["score"] is None, -(r["score"] or 0)))
+    return render(
+        request,
+        "reviewer/assignment.html",
+        {
+            "assignment": assignment,
+            "rows": rows,
+            "page": page,
+            "form": form,
+            "q": query,
+            "status": status,
+            "sort": sort,
+            "statuses": Submission.Status.choices,
+        },
+        status=400 if form.errors else 200,
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def assignment_new(request: HttpRequest) -> HttpResponse:
+    """Create an assignment from a shape preset."""
+    form = AssignmentForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = {k: v for k, v in form.cleaned_data.items() if v not in ("", None)}
+        try:
+            values = assignment_values(data)
+        except AssignmentError as exc:
+            form.add_error(None, str(exc))
+        else:
+            assignment, _ = assignment_apply(values=values)
+            messages.success(request, f"Assignment {assignment.title} saved.")
+            return redirect(assignment)
+    return render(request, "reviewer/assignment_new.html", {"form": form, "presets": PRESETS})
+
+
+def handle_upload(
+    request: HttpRequest, assignment: Assignment
+) -> tuple[UploadForm, HttpResponse | None]:
+    """The upload form of an assignment page: a redirect to the new submission, or the form."""
+    form = UploadForm(request.POST or None, request.FILES or None)
+    if request.method != "POST" or not form.is_valid():
+        return form, None
+    candidate, _ = Candidate.objects.get_or_create(name=form.cleaned_data["candidate"])
+    upload = form.cleaned_data["archive"]
+    try:
+        result = submission_create(
+            upload=upload,
+            filename=upload.name,
+            candidate=candidate,
+            assignment=assignment,
+            stub_url=form.cleaned_data["stub_url"],
+            uploaded_by=request.user,
+        )
+    except UploadRejected as exc:
+        form.add_error("archive", str(exc))
+        return form, None
+    submission = result.submission
+    submission.reviewers.add(request.user)
+    if result.reason:
+        form.add_error("archive", f"The archive was rejected: {result.reason}")
+        return form, None
+    if not result.created:
+        messages.info(request, "This archive was already uploaded for this candidate.")
+    return form, redirect(submission)

@@ -1,0 +1,163 @@
+"""The per-turn diff screen, and re-record uploads compared turn by turn."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_GET, require_POST
+
+from cassettes_app.checks.catalog import BYTE_IDENTICAL
+from cassettes_app.diff import FOLD_AT, diff_turns, render_segments
+from reviewer.views.access import get_submission_for_user
+from submissions.forms import RerecordForm
+from submissions.intake.rerecord import rerecord_create
+from submissions.intake.upload import UploadRejected
+from submissions.models import Submission
+
+
+def _thread_turns(submission: Submission, thread: int) -> list[dict]:
+    turns = submission.turns.filter(thread=thread).order_by("index")
+    return [{"new_messages": t.new_messages, "response": t.response} for t in turns[:1000]]
+
+
+def _diff_rows(left: list[dict], right: list[dict], full: bool) -> tuple[list[dict], int | None]:
+    """Per-turn diff rows of two turn lists, rendered with word highlights and folding."""
+    rows, first = diff_turns(left, right)
+    fold_at = 10**9 if full else FOLD_AT
+    rendered = []
+    for row in rows:
+        left_html, left_folded = render_segments(row.left_segments, fold_at=fold_at)
+        right_html, right_folded = render_segments(row.right_segments, fold_at=fold_at)
+        # render_segments escapes every piece of candidate text before adding <del>/<ins>.
+        rendered.append(
+            {
+                "row": row,
+                "left": mark_safe(left_html),  # noqa: S308
+                "right": mark_safe(right_html),  # noqa: S308
+                "folded": left_folded or right_folded,
+            }
+        )
+    return rendered, first
+
+
+def _diff_context(
+    request: HttpRequest, submission: Submission, rerecord_form: RerecordForm | None = None
+) -> dict[str, object]:
+    """The diff page: another submission's thread, replay runs, and re-recorded versions."""
+    full = request.GET.get("full") == "1"
+    context: dict[str, object] = {"submission": submission, "full": full}
+    replay = submission.checks.filter(check_id=BYTE_IDENTICAL).first()
+    context["replay_diffs"] = [
+        e for e in (replay.evidence if replay else []) if isinstance(e, dict) and e.get("diff")
+    ]
+    others = (
+        Submission.objects.visible_to(request.user)
+        .filter(assignment=submission.assignment)
+        .exclude(pk=submission.pk)
+        .select_related("candidate")
+    )
+    context["others"] = others
+    context["rerecords"] = submission.rerecords.select_related("job")[:20]
+    context["rerecord_form"] = rerecord_form or RerecordForm()
+    against_id = request.GET.get("against", "")
+    if against_id.isdigit():
+        other = get_object_or_404(others, pk=int(against_id))
+        thread = _int_param(request, "thread")
+        other_thread = _int_param(request, "other_thread")
+        rows, first = _diff_rows(
+            _thread_turns(submission, thread), _thread_turns(other, other_thread), full
+        )
+        query = f"against={other.pk}&thread={thread}&other_thread={other_thread}"
+        context.update(
+            {
+                "other": other,
+                "rows": rows,
+                "first": first,
+                "thread": thread,
+                "other_thread": other_thread,
+                "left_label": submission.candidate.name,
+                "right_label": other.candidate.name,
+                "full_query": f"?{query}&full=1",
+            }
+        )
+    return context
+
+
+@login_required
+@require_GET
+def turn_diff(request: HttpRequest, pk: int) -> HttpResponse:
+    """Per-turn diff: this submission's conversation against another's, or replay run 1 vs 2."""
+    submission = get_submission_for_user(request, pk)
+    return render(request, "reviewer/diff.html", _diff_context(request, submission))
+
+
+@login_required
+@require_POST
+def rerecord_upload(request: HttpRequest, pk: int) -> HttpResponse:
+    """Take a re-record archive for this submission and queue its comparison."""
+    submission = get_submission_for_user(request, pk)
+    form = RerecordForm(request.POST, request.FILES)
+    if form.is_valid():
+        upload = form.cleaned_data["archive"]
+        try:
+            rerecord, created = rerecord_create(
+                submission=submission,
+                upload=upload,
+                filename=upload.name,
+                uploaded_by=request.user,
+            )
+        except UploadRejected as exc:
+            form.add_error("archive", str(exc))
+        else:
+            if not created:
+                messages.info(request, "This re-record archive was already uploaded.")
+            return redirect(rerecord)
+    context = _diff_context(request, submission, rerecord_form=form)
+    return render(request, "reviewer/diff.html", context, status=400)
+
+
+RERECORD_PAGE_SIZE = 50
+
+
+@login_required
+@require_GET
+def rerecord_detail(request: HttpRequest, pk: int, rid: int) -> HttpResponse:
+    """A re-record's pairs (differing first) and, for a chosen pair, its per-turn diff."""
+    submission = get_submission_for_user(request, pk)
+    rerecord = get_object_or_404(submission.rerecords.select_related("job"), pk=rid)
+    pairs = rerecord.pairs.defer("original_turns", "rerecorded_turns")
+    show = request.GET.get("show", "changed")
+    if show == "changed":
+        pairs = pairs.filter(changed=True)
+    page = Paginator(pairs, RERECORD_PAGE_SIZE).get_page(request.GET.get("page"))
+    context: dict[str, object] = {
+        "submission": submission,
+        "rerecord": rerecord,
+        "page": page,
+        "show": show,
+        "full": request.GET.get("full") == "1",
+    }
+    pair_id = request.GET.get("pair", "")
+    if pair_id.isdigit():
+        pair = get_object_or_404(rerecord.pairs, pk=int(pair_id))
+        rows, first = _diff_rows(pair.original_turns, pair.rerecorded_turns, context["full"])
+        context.update(
+            {
+                "pair": pair,
+                "rows": rows,
+                "first": first,
+                "left_label": "original",
+                "right_label": "re-recorded",
+                "full_query": f"?pair={pair.pk}&show={show}&full=1",
+            }
+        )
+    return render(request, "reviewer/rerecord.html", context)
+
+
+def _int_param(request: HttpRequest, name: str) -> int:
+    value = request.GET.get(name, "0")
+    return int(value) if value.isdigit() else 0

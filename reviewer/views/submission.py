@@ -1,0 +1,230 @@
+"""The submission screen: evidence, the job panel that polls on itself, and the rubric."""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.cache import caches
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.utils import timezone
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseStopPolling
+
+from reviewer.forms import ScoreForm
+from reviewer.models import Note, RubricRow, Score
+from reviewer.scoring import (
+    ScoreConflict,
+    ScoreRefused,
+    checks_passed,
+    review_get_or_create,
+    review_submit,
+    reviews_visible_to,
+    score_save,
+)
+from reviewer.views.access import get_submission_for_user
+from submissions.models import Job, Submission
+from submissions.selectors import evidence_context, jobs_context
+
+
+def _rubric_context(request: HttpRequest, submission: Submission) -> dict[str, object]:
+    """The rubric pane: the user's own scores as forms, and what others' reviews may show."""
+    review = review_get_or_create(submission=submission, reviewer=request.user)
+    if review is None:
+        return {"review": None}
+    checks = {c.check_id: c for c in submission.checks.all()}
+    statuses = {cid: c.status for cid, c in checks.items()}
+    scores = {s.row_id: s for s in review.scores.all()}
+    notes = dict(
+        Note.objects.filter(submission=submission, author=request.user)
+        .exclude(row=None)
+        .values_list("row_id", "body")
+    )
+    rows = []
+    for row in review.rubric.rows.all():
+        context = _row_context(row, scores.get(row.pk), statuses, notes.get(row.pk, ""))
+        context["evidence_choices"] = _evidence_choices(row, checks)
+        rows.append(context)
+    return {
+        "review": review,
+        "rubric_rows": rows,
+        "visible_reviews": reviews_visible_to(request.user, submission),
+        "check_statuses": statuses,
+    }
+
+
+def _evidence_choices(row: RubricRow, checks: dict) -> list[str]:
+    """Lines a reviewer can pick as evidence: the linked checks' summaries."""
+    return [
+        f"{cid} ({checks[cid].status}): {checks[cid].summary}"[:300]
+        for cid in row.check_ids
+        if cid in checks
+    ]
+
+
+def _row_context(
+    row: RubricRow, score: Score | None, statuses: dict[str, str], note: str = ""
+) -> dict:
+    version = score.version if score else 0
+    initial = {
+        "value": "" if score is None or score.value is None else str(score.value),
+        "evidence": score.evidence if score else "",
+        "override_reason": score.override_reason if score else "",
+        "notes": note,
+        "version": version,
+    }
+    passed, missing = checks_passed(row, statuses)
+    return {
+        "row": row,
+        "score": score,
+        "form": ScoreForm(initial=initial, prefix=f"row{row.pk}"),
+        "checks_ok": passed,
+        "checks_missing": missing,
+        "linked": [(cid, statuses.get(cid, "not run")) for cid in row.check_ids],
+    }
+
+
+@login_required
+@require_GET
+def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """One submission: header, jobs, checks, recordings, conversations, trace, rubric."""
+    submission = get_submission_for_user(request, pk)
+    context = jobs_context(submission)
+    if request.htmx and request.GET.get("panel") == "jobs":
+        response = render(request, "reviewer/submission.html#job-panel", context)
+        if not context["jobs_active"]:
+            # 286 tells htmx to stop polling: the jobs have ended.
+            return HttpResponseStopPolling(response.content)
+        return response
+    context["evidence"] = evidence_html(request, context)
+    context.update(_rubric_context(request, submission))
+    return render(request, "reviewer/submission.html", context)
+
+
+@login_required
+@require_POST
+def score_update(request: HttpRequest, pk: int, row_id: int) -> HttpResponse:
+    """Autosave one rubric row: an ordinary form, re-rendered as its own partial."""
+    submission = get_submission_for_user(request, pk)
+    review = review_get_or_create(submission=submission, reviewer=request.user)
+    if review is None:
+        raise Http404("this assignment has no rubric")
+    row = get_object_or_404(RubricRow, pk=row_id, template=review.rubric)
+    form = ScoreForm(request.POST, prefix=f"row{row.pk}")
+    statuses = dict(submission.checks.values_list("check_id", "status"))
+    status = 200
+    conflict = None
+    saved = False
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            score_save(
+                review=review,
+                row=row,
+                value=data["value"],
+                evidence=data["evidence"],
+                override_reason=data["override_reason"],
+                expected_version=data["version"],
+                notes=data["notes"],
+            )
+            saved = True
+        except ScoreConflict as exc:
+            conflict = exc
+            status = 409
+        except ScoreRefused as exc:
+            form.add_error(None, str(exc))
+            status = 400
+    else:
+        status = 400
+    if not request.htmx:
+        if saved:
+            messages.success(request, f"Saved: {row.title}")
+        elif conflict:
+            messages.error(request, f"Not saved: {conflict}")
+        else:
+            messages.error(request, "Not saved: " + "; ".join(form.errors.get("__all__", [])))
+        return redirect(f"{submission.get_absolute_url()}#row-{row.pk}")
+    score = Score.objects.filter(review=review, row=row).first()
+    note = Note.objects.filter(submission=submission, author=request.user, row=row).first()
+    context = _row_context(row, score, statuses, note.body if note else "")
+    checks = {c.check_id: c for c in submission.checks.filter(check_id__in=row.check_ids)}
+    context["evidence_choices"] = _evidence_choices(row, checks)
+    if not saved:
+        context["form"] = form  # keep what was typed, with its errors
+    context.update(
+        {
+            "submission": submission,
+            "review": review,
+            "saved": saved,
+            "conflict": conflict,
+            "now": timezone.now(),
+        }
+    )
+    return render(request, "reviewer/submission.html#rubric-row", context, status=status)
+
+
+@login_required
+@require_POST
+def review_submit_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Submit one's review; then others' scores become visible."""
+    submission = get_submission_for_user(request, pk)
+    review = review_get_or_create(submission=submission, reviewer=request.user)
+    if review is None:
+        raise Http404("this assignment has no rubric")
+    try:
+        review_submit(review=review)
+        messages.success(request, "Review submitted.")
+    except ScoreRefused as exc:
+        messages.error(request, str(exc))
+    return redirect(f"{submission.get_absolute_url()}#rubric")
+
+
+# Bump when the evidence partials change, so no cached HTML of the old layout is served.
+_EVIDENCE_LAYOUT = 1
+
+
+_EVIDENCE_TTL = 3600
+
+
+_EVIDENCE_PARTS = ("banner", "top", "bottom")
+
+
+def evidence_html(request: HttpRequest, context: dict[str, object]) -> dict[str, str]:
+    """The page's evidence sections as HTML, cached while no job of the submission runs.
+
+    Only jobs write what these sections show (checks, recordings, turns, trace rows,
+    findings, logs). Once every job has ended the rows stay as they are until a job is
+    queued or runs again, which changes the jobs' states: the cache key holds them.
+    """
+    submission: Submission = context["submission"]  # type: ignore[assignment]
+    jobs: list[Job] = context["jobs"]  # type: ignore[assignment]
+    key = None
+    if not context["jobs_active"]:
+        signature = repr(
+            (
+                _EVIDENCE_LAYOUT,
+                # Which submission this is, even if a deleted one's id is given again.
+                (submission.archive_sha256, submission.created),
+                [(j.pk, j.state, j.attempts, j.finished_at) for j in jobs],
+                sorted(request.GET.lists()),
+            )
+        )
+        digest = hashlib.sha256(signature.encode()).hexdigest()[:32]
+        key = f"cr:evidence:{submission.pk}:{digest}"
+        cached = caches["fragments"].get(key)
+        if cached is not None:
+            return {part: mark_safe(text) for part, text in cached.items()}  # noqa: S308
+    full = {**context, **evidence_context(submission, jobs, request.GET)}
+    html = {
+        part: render_to_string(f"reviewer/submission.html#evidence-{part}", full, request)
+        for part in _EVIDENCE_PARTS
+    }
+    if key is not None:
+        plain = {part: str(text) for part, text in html.items()}
+        caches["fragments"].set(key, plain, _EVIDENCE_TTL)
+    # Our own templates rendered these from escaped values.
+    return {part: mark_safe(text) for part, text in html.items()}  # noqa: S308
