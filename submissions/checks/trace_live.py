@@ -50,6 +50,7 @@ from submissions.net.outbound import (
     SafeClient,
     SafeResponse,
 )
+from submissions.net.stub import stub_client
 
 CHECK_LIVE = LIVE_MATCH
 CHECK_IDEMPOTENCY = IDEMPOTENCY_ENFORCED
@@ -407,14 +408,7 @@ def trace_live_match(
         return CheckOutcome(CHECK_LIVE, "skip", reason, [{"message": reason, "path": path}]), []
     pattern = re.compile(id_pattern)
     try:
-        client = SafeClient(
-            allow,
-            timeout=timeout,
-            max_bytes=max_bytes,
-            retries=retries,
-            backoff=backoff,
-            max_connections=max(1, concurrency),
-        )
+        client = stub_client(allow, timeout, max_bytes, retries, backoff, max(1, concurrency))
     except ValueError as exc:  # a malformed allowlist entry
         return CheckOutcome(CHECK_LIVE, "error", f"outbound allowlist: {exc}"), []
     with client:
@@ -533,15 +527,8 @@ def trace_idempotency_enforced(
     failures: list[str] = []
     first_id: str | None = None
     try:
-        client = SafeClient(
-            allow,
-            timeout=timeout,
-            max_bytes=max_bytes,
-            retries=retries,
-            backoff=backoff,
-            max_connections=1,
-        )
-    except ValueError as exc:
+        client = stub_client(allow, timeout, max_bytes, retries, backoff, 1)
+    except ValueError as exc:  # a malformed allowlist entry
         return CheckOutcome(CHECK_IDEMPOTENCY, "error", f"outbound allowlist: {exc}")
     with client:
         try:
@@ -554,23 +541,7 @@ def trace_idempotency_enforced(
                 CHECK_IDEMPOTENCY, "error", summary, [{"message": summary, "rule": exc.rule}]
             )
         for index, (name, step_key, step_body, expected) in enumerate(steps, start=1):
-            # The evidence shows every header we set (client defaults included), so the
-            # curl line reproduces the request exactly.
-            headers = {
-                **DEFAULT_HEADERS,
-                "Content-Type": "application/json",
-                "X-Trace-Id": f"probe-{run}-{index}",
-            }
-            if step_key is not None:
-                headers["Idempotency-Key"] = step_key
-            raw = step_body if isinstance(step_body, str) else json.dumps(step_body, sort_keys=True)
-            request = {"method": "POST", "url": url, "headers": headers, "body": raw}
-            item: dict[str, Any] = {
-                "probe": name,
-                "expected": expected,
-                "request": request,
-                "curl": curl_line("POST", url, headers, raw),
-            }
+            headers, raw, item = _probe_step(index, name, step_key, step_body, expected, url, run)
             try:
                 response = client.post(url, headers=headers, content=raw.encode("utf-8"))
             except (OutboundRefused, OutboundError) as exc:
@@ -603,6 +574,30 @@ def trace_idempotency_enforced(
         f"all {len(steps)} probes behaved: 201, 200 with the same order id, 409, 400, 400, 400",
         evidence,
     )
+
+
+def _probe_step(
+    index: int, name: str, key: str | None, body: Any, expected: str, url: str, run: str
+) -> tuple[dict[str, str], str, dict[str, Any]]:
+    """One idempotency probe request: its headers, raw body and evidence item."""
+    # The evidence shows every header we set (client defaults included), so the curl line
+    # reproduces the request exactly.
+    headers = {
+        **DEFAULT_HEADERS,
+        "Content-Type": "application/json",
+        "X-Trace-Id": f"probe-{run}-{index}",
+    }
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    raw = body if isinstance(body, str) else json.dumps(body, sort_keys=True)
+    request = {"method": "POST", "url": url, "headers": headers, "body": raw}
+    item: dict[str, Any] = {
+        "probe": name,
+        "expected": expected,
+        "request": request,
+        "curl": curl_line("POST", url, headers, raw),
+    }
+    return headers, raw, item
 
 
 def _url_ok(url: str) -> bool:
@@ -750,15 +745,8 @@ def redrive(
     trace_ids = [h.trace_id for h in hops if h.trace_id]
     rows: list[RowResult] = []
     try:
-        client = SafeClient(
-            allow,
-            timeout=timeout,
-            max_bytes=max_bytes,
-            retries=retries,
-            backoff=backoff,
-            max_connections=1,
-        )
-    except ValueError as exc:
+        client = stub_client(allow, timeout, max_bytes, retries, backoff, 1)
+    except ValueError as exc:  # a malformed allowlist entry
         return CheckOutcome(CHECK_LIVE, "error", f"outbound allowlist: {exc}"), []
     with client:
         try:

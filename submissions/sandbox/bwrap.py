@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 from submissions.sandbox.libc import memfd
 from submissions.sandbox.preflight import static_problems
-from submissions.sandbox.supervise import signal_reason, supervise
+from submissions.sandbox.supervise import Capture, signal_reason, supervise
 from submissions.sandbox.types import (
     AUDIT_FILE,
     AUDIT_MAX_EVENTS,
@@ -268,12 +268,7 @@ def _run_sandboxed(
         fds += data_fds.values()
         status_r, status_w = os.pipe()
         fds += [status_r, status_w]
-        cmd = [SETPRIV, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
-        cmd += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-        cmd += [PRLIMIT, f"--nproc={limits.processes}", f"--as={limits.address_space_bytes}"]
-        cmd += [f"--fsize={limits.file_size_bytes}", f"--nofile={limits.open_files}", "--core=0"]
-        # soft < hard: SIGXCPU (reported as "cpu time") comes before the hard SIGKILL.
-        cmd += [f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}", "--"]
+        cmd = _drop_privileges(uid, gid, limits)
         options = _bwrap_argv(
             bwrap,
             runtime,
@@ -315,6 +310,26 @@ def _run_sandboxed(
             os.close(fd)
         shutil.rmtree(audit_dir, ignore_errors=True)
 
+    exit_code, killed = _exit_of(status_raw, killed, returncode, err.value())
+    layers = _layers(uid, limits, workspace, runtime, pre_swept, post_swept)
+    return _result(out, err, duration, audit_events, exit_code, killed, limits, True, layers)
+
+
+def _drop_privileges(uid: int, gid: int, limits: SandboxLimits) -> list[str]:
+    """setpriv (the slot uid, no capabilities, no new privileges), then prlimit's limits."""
+    cmd = [SETPRIV, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
+    cmd += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    cmd += [PRLIMIT, f"--nproc={limits.processes}", f"--as={limits.address_space_bytes}"]
+    cmd += [f"--fsize={limits.file_size_bytes}", f"--nofile={limits.open_files}", "--core=0"]
+    # soft < hard: SIGXCPU (reported as "cpu time") comes before the hard SIGKILL.
+    cmd += [f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}", "--"]
+    return cmd
+
+
+def _exit_of(
+    status_raw: bytes, killed: str | None, returncode: int | None, stderr: bytes
+) -> tuple[int | None, str | None]:
+    """The command's exit code from bwrap's --json-status-fd, or why there is none."""
     status = {}
     for line in status_raw.decode(errors="replace").splitlines():
         with contextlib.suppress(ValueError):
@@ -323,20 +338,23 @@ def _run_sandboxed(
                 status.update(item)
     if killed is None and "exit-code" not in status and (returncode or 0) >= 0:
         # bwrap never reported an exit code: setup failed before the command ran (S-27).
-        tail = err.value()[-600:].decode(errors="replace").strip()
+        tail = stderr[-600:].decode(errors="replace").strip()
         raise SandboxUnavailable(f"sandbox failed to start: {tail or f'bwrap exit {returncode}'}")
     if killed is not None:
-        exit_code = None
-    elif "exit-code" in status:
-        exit_code = int(status["exit-code"])
-    else:
-        exit_code = None
-        killed = (
-            f"signal {signal.Signals(-returncode).name}"
-            if returncode and returncode < 0
-            else "unknown"
-        )
-    layers = {
+        return None, killed
+    if "exit-code" in status:
+        return int(status["exit-code"]), None
+    reason = (
+        f"signal {signal.Signals(-returncode).name}" if returncode and returncode < 0 else "unknown"
+    )
+    return None, reason
+
+
+def _layers(
+    uid: int, limits: SandboxLimits, workspace: Path, runtime: Path, pre: int, post: int
+) -> dict[str, object]:
+    """What isolated this run, for the evidence (phase 2 layers say False)."""
+    return {
         "uid": uid,
         "rlimits": True,
         "userns": True,
@@ -354,9 +372,22 @@ def _run_sandboxed(
         "audit_hook": "evidence only",
         "cgroup": False,
         "seccomp": False,
-        "leftovers_killed_before": pre_swept,
-        "leftovers_killed_after": post_swept,
+        "leftovers_killed_before": pre,
+        "leftovers_killed_after": post,
     }
+
+
+def _result(
+    out: Capture,
+    err: Capture,
+    duration: float,
+    audit_events: list[dict],
+    exit_code: int | None,
+    killed: str | None,
+    limits: SandboxLimits,
+    sandboxed: bool,
+    layers: dict[str, object],
+) -> RunResult:
     return RunResult(
         exit_code=exit_code,
         timed_out=killed == "wall time",
@@ -366,7 +397,7 @@ def _run_sandboxed(
         stderr_truncated=err.truncated,
         duration_s=duration,
         audit_events=audit_events,
-        sandboxed=True,
+        sandboxed=sandboxed,
         killed_reason=killed or signal_reason(exit_code),
         limits=asdict(limits),
         layers=layers,
@@ -426,23 +457,11 @@ def _run_unsandboxed(
         duration = time.monotonic() - started
         audit_events = _read_audit(Path(tmp) / "audit", None)
     exit_code = None if killed else returncode
-    return RunResult(
-        exit_code=exit_code,
-        timed_out=killed == "wall time",
-        stdout=out.value(),
-        stderr=err.value(),
-        stdout_truncated=out.truncated,
-        stderr_truncated=err.truncated,
-        duration_s=duration,
-        audit_events=audit_events,
-        sandboxed=False,
-        killed_reason=killed or signal_reason(exit_code),
-        limits=asdict(limits),
-        layers={
-            "sandboxed": False,
-            "unavailable_because": cause,
-            "rlimits": rlimits,
-            "netns": False,
-            "uid": os.geteuid(),
-        },
-    )
+    layers = {
+        "sandboxed": False,
+        "unavailable_because": cause,
+        "rlimits": rlimits,
+        "netns": False,
+        "uid": os.geteuid(),
+    }
+    return _result(out, err, duration, audit_events, exit_code, killed, limits, False, layers)

@@ -12,7 +12,7 @@ import time
 from submissions.sandbox.types import CHUNK, DRAIN_GRACE_S, OUTPUT_KILL_FACTOR, SandboxLimits
 
 
-class _Capture:
+class Capture:
     """Keep the head and tail of one output stream within a byte cap, counting the rest."""
 
     def __init__(self, cap: int) -> None:
@@ -75,9 +75,9 @@ def signal_reason(exit_code: int | None) -> str | None:
 
 def supervise(
     proc: subprocess.Popen[bytes], limits: SandboxLimits, started: float, status_fd: int | None
-) -> tuple[_Capture, _Capture, bytes, str | None, int | None]:
+) -> tuple[Capture, Capture, bytes, str | None, int | None]:
     """Read output and status concurrently under the wall clock; kill the group on a limit."""
-    out, err = _Capture(limits.output_bytes), _Capture(limits.output_bytes)
+    out, err = Capture(limits.output_bytes), Capture(limits.output_bytes)
     status = bytearray()
     assert proc.stdout is not None and proc.stderr is not None
     sel = selectors.DefaultSelector()
@@ -137,7 +137,7 @@ def supervise(
                 if not data:
                     sel.unregister(key.fd)
                     continue
-                if isinstance(key.data, _Capture):
+                if isinstance(key.data, Capture):
                     key.data.feed(data)
                     if out.total + err.total > kill_at_output:
                         kill("output limit")
