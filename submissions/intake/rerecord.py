@@ -6,18 +6,22 @@ reviewer waits; the `rerecord` job (`submissions.runs.rerecord`) then compares i
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 from typing import IO
 
 from django.conf import settings
-from django.core.files import File
 from django.db import IntegrityError, transaction
 
 from submissions.intake.archive import ArchiveRejected, extract_archive
 from submissions.intake.trees import intake_limits
-from submissions.intake.upload import UploadRejected, spool_upload
+from submissions.intake.upload import (
+    UploadRejected,
+    place_tree,
+    safe_archive_name,
+    spool_upload,
+    store_archive,
+    upload_scratch,
+)
 from submissions.jobs.queue import job_create
 from submissions.models import Job, Rerecord, Submission
 
@@ -36,9 +40,7 @@ def rerecord_create(
     Raises UploadRejected (with the entry and the rule) for an archive the extractor refuses:
     nothing is stored then, and the reviewer still has the file.
     """
-    Path(settings.WORK_DIR).mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="rerecord-", dir=settings.WORK_DIR))
-    try:
+    with upload_scratch("rerecord-") as scratch:
         spooled = scratch / "archive"
         sha256, size = spool_upload(upload, spooled)
         existing = Rerecord.objects.filter(submission=submission, archive_sha256=sha256).first()
@@ -48,24 +50,18 @@ def rerecord_create(
             extract_archive(spooled, scratch / "tree", intake_limits())
         except ArchiveRejected as exc:
             raise UploadRejected(f"The archive was rejected: {exc}") from exc
-        safe_name = Path(filename).name[:200] or "archive"
         try:
             with transaction.atomic():
                 rerecord = Rerecord(
                     submission=submission,
-                    archive_name=safe_name,
+                    archive_name=safe_archive_name(filename),
                     archive_sha256=sha256,
                     archive_size=size,
                     uploaded_by=uploaded_by if getattr(uploaded_by, "pk", None) else None,
                 )
-                with spooled.open("rb") as handle:
-                    rerecord.archive.save(f"{sha256[:16]}-{safe_name}", File(handle), save=False)
+                store_archive(rerecord, spooled, filename, sha256)
                 rerecord.save()
-                dest = rerecord_tree_path(rerecord)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                if dest.exists():  # a leftover of a rolled-back transaction
-                    shutil.rmtree(dest)
-                (scratch / "tree").rename(dest)
+                place_tree(scratch / "tree", rerecord_tree_path(rerecord))
                 rerecord.job = job_create(
                     submission=submission, kind=Job.Kind.RERECORD, params={"rerecord": rerecord.pk}
                 )
@@ -74,5 +70,3 @@ def rerecord_create(
             # The same bytes uploaded twice at once: answer with the one that was stored.
             return Rerecord.objects.get(submission=submission, archive_sha256=sha256), False
         return rerecord, True
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)

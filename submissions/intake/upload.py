@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from django.conf import settings
 from django.core.files import File
@@ -20,6 +22,36 @@ from submissions.jobs.queue import job_create
 from submissions.models import Assignment, Candidate, Finding, Job, Submission
 
 log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def upload_scratch(prefix: str) -> Iterator[Path]:
+    """A private folder under WORK_DIR for one upload, removed whatever happens."""
+    Path(settings.WORK_DIR).mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=prefix, dir=settings.WORK_DIR))
+    try:
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def store_archive(instance: Any, spooled: Path, filename: str, sha256: str) -> None:
+    """Save the spooled archive to storage on `instance` (a Submission or Rerecord)."""
+    with spooled.open("rb") as handle:
+        instance.archive.save(f"{sha256[:16]}-{instance.archive_name}", File(handle), save=False)
+
+
+def safe_archive_name(filename: str) -> str:
+    """The uploaded file's own name, without folders, as it is shown and stored."""
+    return Path(filename).name[:200] or "archive"
+
+
+def place_tree(unpacked: Path, dest: Path) -> None:
+    """Move an unpacked tree where its owner's jobs look for it."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.exists():  # a leftover of a rolled-back transaction
+        shutil.rmtree(dest)
+    unpacked.rename(dest)
 
 
 class UploadRejected(Exception):
@@ -74,9 +106,7 @@ def submission_create(
     archive is refused while the uploader waits, with the entry and the rule that refused it.
     A refused archive is still kept as a `rejected` submission, so nothing sent is lost.
     """
-    Path(settings.WORK_DIR).mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="upload-", dir=settings.WORK_DIR))
-    try:
+    with upload_scratch("upload-") as scratch:
         spooled = scratch / "archive"
         sha256, size = spool_upload(upload, spooled)
         existing = Submission.objects.filter(
@@ -92,13 +122,12 @@ def submission_create(
         except ArchiveRejected as exc:
             rejected = exc
 
-        safe_name = Path(filename).name[:200] or "archive"
         try:
             with transaction.atomic():
                 submission = Submission(
                     candidate=candidate,
                     assignment=assignment,
-                    archive_name=safe_name,
+                    archive_name=safe_archive_name(filename),
                     archive_sha256=sha256,
                     archive_size=size,
                     stub_url=stub_url,
@@ -112,8 +141,7 @@ def submission_create(
                     submission.archive_format = result.format
                     submission.file_count = result.files
                     submission.unpacked_bytes = result.total_bytes
-                with spooled.open("rb") as handle:
-                    submission.archive.save(f"{sha256[:16]}-{safe_name}", File(handle), save=False)
+                store_archive(submission, spooled, filename, sha256)
                 submission.save()
                 if submission.uploaded_by_id:
                     submission.reviewers.add(submission.uploaded_by_id)
@@ -126,11 +154,7 @@ def submission_create(
                         message=str(rejected),
                     )
                 else:
-                    dest = tree_path(submission)
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    if dest.exists():  # a leftover of a rolled-back transaction
-                        shutil.rmtree(dest)
-                    (scratch / "tree").rename(dest)
+                    place_tree(scratch / "tree", tree_path(submission))
                     job_create(submission=submission, kind=Job.Kind.INTAKE)
         except IntegrityError:
             # A concurrent upload of the same bytes won the race: answer with its submission.
@@ -139,5 +163,3 @@ def submission_create(
             )
             return IntakeResult(existing, created=False)
         return IntakeResult(submission, created=True, rejected=rejected)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
