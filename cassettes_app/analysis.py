@@ -40,11 +40,11 @@ from cassettes_app.formats import parse_file
 from cassettes_app.formats.base import (
     DEFAULT_LIMITS,
     Body,
-    Finding,
     LedgerEntry,
+    ParsedFinding,
+    ParsedRecording,
     ParseLimits,
     ParseResult,
-    Recording,
     TraceHop,
     looks_binary,
 )
@@ -266,7 +266,7 @@ class _Entry:
     kind: str  # "file" | "link" | "dir_link" | "other"
 
 
-def _walk(root: Path, findings: list[Finding]) -> list[_Entry]:
+def _walk(root: Path, findings: list[ParsedFinding]) -> list[_Entry]:
     """Every entry of the tree, sorted; symlinks are listed, never followed."""
     out: list[_Entry] = []
     stack = [""]
@@ -277,7 +277,9 @@ def _walk(root: Path, findings: list[Finding]) -> list[_Entry]:
                 entries = list(it)
         except OSError as exc:
             findings.append(
-                Finding("unreadable", "warn", rel_dir or ".", None, f"cannot list: {exc.strerror}")
+                ParsedFinding(
+                    "unreadable", "warn", rel_dir or ".", None, f"cannot list: {exc.strerror}"
+                )
             )
             continue
         for entry in entries:
@@ -568,7 +570,7 @@ class Analyzer:
         """Nothing is read until `files()` is iterated."""
         self.root = Path(root)
         self.config = config
-        self.findings: list[Finding] = []
+        self.findings: list[ParsedFinding] = []
         self.facts: list[RecordingFacts] = []
         self.hops: list[TraceHop] = []
         self.ledger: list[LedgerEntry] = []
@@ -607,7 +609,7 @@ class Analyzer:
                 glob = _compile_glob(pattern)
                 if glob is None:
                     self.findings.append(
-                        Finding(
+                        ParsedFinding(
                             "bad_glob",
                             "warn",
                             pattern,
@@ -634,7 +636,7 @@ class Analyzer:
                         chosen.setdefault(entry.rel, role)
                 if not hits:
                     self.findings.append(
-                        Finding(
+                        ParsedFinding(
                             "glob_no_match",
                             "info",
                             pattern,
@@ -645,7 +647,7 @@ class Analyzer:
         return sorted(chosen.items())
 
     def _skip(self, entry: _Entry, why: str) -> None:
-        finding = Finding(
+        finding = ParsedFinding(
             "symlink_skipped" if "link" in entry.kind else "not_regular_file",
             "warn",
             entry.rel,
@@ -687,13 +689,13 @@ class Analyzer:
                     if exc.errno in (errno.ELOOP, errno.ENOTDIR)
                     else f"cannot read: {exc.strerror or exc}"
                 )
-                self.findings.append(Finding("unreadable", "warn", rel, None, why))
+                self.findings.append(ParsedFinding("unreadable", "warn", rel, None, why))
                 continue
             if data is None:
                 result = ParseResult(
                     "unknown",
                     findings=[
-                        Finding(
+                        ParsedFinding(
                             "file_too_large",
                             "error",
                             rel,
@@ -794,7 +796,7 @@ class Analyzer:
         return threads.KeyedExchange(tuple(request_keys), reply, model, payload)
 
     def _facts(
-        self, rel: str, size: int, sha: str, rec: Recording, load_doc: Callable[[], Any]
+        self, rel: str, size: int, sha: str, rec: ParsedRecording, load_doc: Callable[[], Any]
     ) -> RecordingFacts:
         """Compact facts of one recording: key comparison, model, times, size."""
         volatile = tuple(self.config.volatile_fields)
@@ -945,7 +947,7 @@ class Analyzer:
                 continue
             if data is None:
                 self.findings.append(
-                    Finding(
+                    ParsedFinding(
                         "not_scanned",
                         "info",
                         entry.rel,
@@ -985,7 +987,7 @@ class Analyzer:
             for turn in thread.turns:
                 yield index, self._turn_view(turn)
 
-    def _turn_view(self, turn: threads.Turn) -> TurnView:
+    def _turn_view(self, turn: threads.ParsedTurn) -> TurnView:
         path, interaction_index = turn.exchange_ref
         if turn.payload is None:  # a plain Exchange (never from files(), kept for callers)
             new_messages = [_message_dict(m) for m in turn.new_messages]

@@ -37,7 +37,7 @@ DEFAULT_LIMITS = ParseLimits()
 
 
 @dataclass(frozen=True, slots=True)
-class Finding:
+class ParsedFinding:
     """One problem found while reading a file."""
 
     kind: str
@@ -66,7 +66,7 @@ EMPTY_BODY = Body()
 
 
 @dataclass(slots=True)
-class Interaction:
+class ParsedInteraction:
     """One request/response pair of a recording."""
 
     index: int
@@ -83,7 +83,7 @@ class Interaction:
 
 
 @dataclass(slots=True)
-class Recording:
+class ParsedRecording:
     """One cassette, fixture, HAR file or agent-log request set."""
 
     path: str
@@ -91,7 +91,7 @@ class Recording:
     key: str | None = None
     model: str | None = None
     recorded_at: str | None = None
-    interactions: list[Interaction] = field(default_factory=list)
+    interactions: list[ParsedInteraction] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
 
@@ -132,7 +132,7 @@ class ToolCall:
 
 
 @dataclass(slots=True)
-class Message:
+class ParsedMessage:
     """One agent-log chat message (OpenAI, Anthropic or Gemini style)."""
 
     role: str | None
@@ -148,11 +148,11 @@ class ParseResult:
     """Everything one parser got out of one file."""
 
     format: str
-    recordings: list[Recording] = field(default_factory=list)
+    recordings: list[ParsedRecording] = field(default_factory=list)
     hops: list[TraceHop] = field(default_factory=list)
     ledger: list[LedgerEntry] = field(default_factory=list)
-    messages: list[Message] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
+    messages: list[ParsedMessage] = field(default_factory=list)
+    findings: list[ParsedFinding] = field(default_factory=list)
 
 
 class LoadError(ValueError):
@@ -219,9 +219,9 @@ def finding_from_error(
     kind: str = "parse_error",
     severity: Severity = "error",
     line: int | None = None,
-) -> Finding:
+) -> ParsedFinding:
     """Turn a caught parser error into a finding."""
-    return Finding(kind, severity, path, line or error_line(exc), error_message(exc))
+    return ParsedFinding(kind, severity, path, line or error_line(exc), error_message(exc))
 
 
 def run_parser(
@@ -235,7 +235,7 @@ def run_parser(
     result = ParseResult(name)
     if len(data) > limits.max_file_bytes:
         result.findings.append(
-            Finding(
+            ParsedFinding(
                 "file_too_large",
                 "error",
                 path,
@@ -252,10 +252,10 @@ def run_parser(
     return result
 
 
-def body_findings(path: str, line: int | None, where: str, body: Body) -> list[Finding]:
+def body_findings(path: str, line: int | None, where: str, body: Body) -> list[ParsedFinding]:
     """Findings for the problems met while decoding one body."""
     return [
-        Finding("body_problem", "warn", path, line, f"{where}: {problem}")
+        ParsedFinding("body_problem", "warn", path, line, f"{where}: {problem}")
         for problem in body.problems
     ]
 
@@ -553,7 +553,7 @@ def is_agent_line(obj: Mapping[str, Any]) -> bool:
     )
 
 
-def set_models(recording: Recording) -> None:
+def set_models(recording: ParsedRecording) -> None:
     """Name the recording's model: the served one (response) first, then the requested one."""
     models: list[str] = []
     for interaction in recording.interactions:

@@ -7,8 +7,8 @@ import os
 from cassettes_app import safeload
 from cassettes_app.formats.base import (
     DEFAULT_LIMITS,
-    Finding,
     LedgerEntry,
+    ParsedFinding,
     ParseLimits,
     ParseResult,
     as_text_or_none,
@@ -41,11 +41,11 @@ def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> Parse
 def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> None:
     for line, obj, error in safeload.iter_jsonl(data, limits):
         if error is not None:
-            result.findings.append(Finding("bad_line", "warn", path, line, error))
+            result.findings.append(ParsedFinding("bad_line", "warn", path, line, error))
             continue
         if not isinstance(obj, dict):
             result.findings.append(
-                Finding("bad_line", "warn", path, line, "line is not a JSON object")
+                ParsedFinding("bad_line", "warn", path, line, "line is not a JSON object")
             )
             continue
         event = next(
@@ -54,8 +54,12 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
         )
         if event is None:
             result.findings.append(
-                Finding("bad_line", "info", path, line, "entry has no event, type or kind field")
+                ParsedFinding(
+                    "bad_line", "info", path, line, "entry has no event, type or kind field"
+                )
             )
         result.ledger.append(LedgerEntry(line=line, event=event, data=obj))
     if not result.ledger and not result.findings:
-        result.findings.append(Finding("empty_file", "warn", path, None, "ledger has no entries"))
+        result.findings.append(
+            ParsedFinding("empty_file", "warn", path, None, "ledger has no entries")
+        )
