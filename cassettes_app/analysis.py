@@ -38,12 +38,10 @@ from cassettes_app.checks.cassettes import (
 )
 from cassettes_app.formats import parse_file
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
     Body,
     LedgerEntry,
     ParsedFinding,
     ParsedRecording,
-    ParseLimits,
     ParseResult,
     TraceHop,
     looks_binary,
@@ -54,6 +52,7 @@ from cassettes_app.keys import (
     mismatch_variants,
     recompute_key,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
 from cassettes_app.providers import Exchange, Message, ToolCall, ToolResult, normalise
 from cassettes_app.secrets import SecretHit, TextProfile
 

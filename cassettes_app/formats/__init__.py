@@ -30,18 +30,17 @@ from cassettes_app.formats import (
     vcr,
 )
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
     Body,
     LedgerEntry,
     ParsedFinding,
     ParsedInteraction,
     ParsedMessage,
     ParsedRecording,
-    ParseLimits,
     ParseResult,
-    ToolCall,
     TraceHop,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, LoadError, ParseLimits
+from cassettes_app.providers.common import ToolCall
 
 __all__ = [
     "FORMATS",
@@ -139,7 +138,7 @@ def _parse_file(
     if data.startswith(bodies.GZIP_MAGIC):
         try:
             data = bodies.gunzip_file(data, limits)
-        except base.LoadError as exc:
+        except LoadError as exc:
             return _finding(path, "parse_error", "error", exc.message)
         inner_path = _strip_gz(path)
         if not data.strip():

@@ -6,14 +6,11 @@ from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
     ParsedFinding,
     ParsedInteraction,
     ParsedMessage,
     ParsedRecording,
-    ParseLimits,
     ParseResult,
-    ToolCall,
     as_status,
     as_text_or_none,
     body_findings,
@@ -23,6 +20,8 @@ from cassettes_app.formats.base import (
     run_parser,
     set_models,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
+from cassettes_app.providers.common import ToolCall
 
 NAME = "agent_log"
 

@@ -6,11 +6,9 @@ from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
     ParsedFinding,
     ParsedInteraction,
     ParsedRecording,
-    ParseLimits,
     ParseResult,
     as_status,
     as_text_or_none,
@@ -20,6 +18,7 @@ from cassettes_app.formats.base import (
     json_doc_keys,
     run_parser,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
 
 NAME = "cassette_json"
 

@@ -7,18 +7,17 @@ from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
     EMPTY_BODY,
     ParsedFinding,
     ParsedInteraction,
     ParsedRecording,
-    ParseLimits,
     ParseResult,
     as_text_or_none,
     body_findings,
     json_doc_keys,
     run_parser,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
 
 NAME = "fixture_json"
 

@@ -7,12 +7,9 @@ from urllib.parse import urlencode
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
-    PARSE_ERRORS,
     ParsedFinding,
     ParsedInteraction,
     ParsedRecording,
-    ParseLimits,
     ParseResult,
     as_status,
     as_text_or_none,
@@ -25,6 +22,7 @@ from cassettes_app.formats.base import (
     scalar_text,
     set_models,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, PARSE_ERRORS, ParseLimits
 
 NAME = "har"
 

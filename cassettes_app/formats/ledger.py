@@ -6,10 +6,8 @@ import os
 
 from cassettes_app import safeload
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
     LedgerEntry,
     ParsedFinding,
-    ParseLimits,
     ParseResult,
     as_text_or_none,
     is_agent_line,
@@ -17,6 +15,7 @@ from cassettes_app.formats.base import (
     jsonl_head,
     run_parser,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
 
 NAME = "ledger"
 

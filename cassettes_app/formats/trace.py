@@ -6,9 +6,7 @@ from typing import Any
 
 from cassettes_app import safeload
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
     ParsedFinding,
-    ParseLimits,
     ParseResult,
     TraceHop,
     as_status,
@@ -19,6 +17,7 @@ from cassettes_app.formats.base import (
     jsonl_head,
     run_parser,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
 
 NAME = "trace"
 

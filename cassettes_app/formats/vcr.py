@@ -8,13 +8,10 @@ from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
-    PARSE_ERRORS,
     Body,
     ParsedFinding,
     ParsedInteraction,
     ParsedRecording,
-    ParseLimits,
     ParseResult,
     as_status,
     as_text_or_none,
@@ -27,6 +24,7 @@ from cassettes_app.formats.base import (
     scalar_text,
     set_models,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, PARSE_ERRORS, ParseLimits
 
 NAME = "vcr"
 
