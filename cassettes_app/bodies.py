@@ -225,25 +225,8 @@ def decode_body(
     notes: list[str] = []
     problems: list[str] = []
     truncated = False
-    text: str | None = None
     cap = limits.max_body_bytes
-
-    if isinstance(raw, str) and not base64_encoded:
-        data = raw.encode("utf-8", "surrogatepass")
-        text = raw
-    elif isinstance(raw, str):
-        try:
-            data = base64.b64decode("".join(raw.split()), validate=True)
-            notes.append("base64")
-        except (binascii.Error, ValueError) as exc:
-            problems.append(f"invalid base64 body: {exc}")
-            data = raw.encode("utf-8", "surrogatepass")
-            text = raw
-    elif isinstance(raw, bytes | bytearray | memoryview):
-        data = bytes(raw)
-    else:
-        text = str(raw)
-        data = text.encode("utf-8")
+    data, text = _raw_bytes(raw, base64_encoded, notes, problems)
 
     if len(data) > cap:
         data = data[:cap]
@@ -302,6 +285,26 @@ def decode_body(
             else:
                 notes.append(f"not JSON: {exc.message}")
     return _body(data, text, parsed, content_type, notes, is_binary, truncated, problems)
+
+
+def _raw_bytes(
+    raw: bytes | bytearray | str, base64_encoded: bool, notes: list[str], problems: list[str]
+) -> tuple[bytes, str | None]:
+    """The recorded bytes of a body, and its text when the recording gave it as text."""
+    if isinstance(raw, str) and not base64_encoded:
+        return raw.encode("utf-8", "surrogatepass"), raw
+    if isinstance(raw, str):
+        try:
+            data = base64.b64decode("".join(raw.split()), validate=True)
+        except (binascii.Error, ValueError) as exc:
+            problems.append(f"invalid base64 body: {exc}")
+            return raw.encode("utf-8", "surrogatepass"), raw
+        notes.append("base64")
+        return data, None
+    if isinstance(raw, bytes | bytearray | memoryview):
+        return bytes(raw), None
+    text = str(raw)
+    return text.encode("utf-8"), text
 
 
 def _body(
