@@ -17,6 +17,7 @@ from cassettes_app.formats.base import (
     header_pairs,
     is_agent_line,
     jsonl_head,
+    jsonl_objects,
     run_parser,
     set_models,
 )
@@ -40,15 +41,7 @@ def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> Parse
 def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> None:
     recording = ParsedRecording(path=path, format=NAME)
     ascii_values = bodies.ascii_json(data)
-    for line, obj, error in safeload.iter_jsonl(data, limits):
-        if error is not None:
-            result.findings.append(ParsedFinding("bad_line", "warn", path, line, error))
-            continue
-        if not isinstance(obj, dict):
-            result.findings.append(
-                ParsedFinding("bad_line", "warn", path, line, "line is not a JSON object")
-            )
-            continue
+    for line, obj in jsonl_objects(result, path, data, limits):
         if "request" in obj and "response" in obj:
             interaction = _interaction(
                 len(recording.interactions), line, obj, limits, result, path, ascii_values

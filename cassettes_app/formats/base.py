@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from cassettes_app import safeload
 from cassettes_app.limits import (
     PARSE_ERRORS,
     ParseLimits,
@@ -166,6 +167,21 @@ def run_parser(
     except PARSE_ERRORS as exc:
         result.findings.append(finding_from_error(path, exc))
     return result
+
+
+def jsonl_objects(
+    result: ParseResult, path: str, data: bytes, limits: ParseLimits
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The object lines of a JSON Lines file; a bad or non-object line becomes a finding."""
+    for line, obj, error in safeload.iter_jsonl(data, limits):
+        if error is not None:
+            result.findings.append(ParsedFinding("bad_line", "warn", path, line, error))
+        elif not isinstance(obj, dict):
+            result.findings.append(
+                ParsedFinding("bad_line", "warn", path, line, "line is not a JSON object")
+            )
+        else:
+            yield line, obj
 
 
 def body_findings(path: str, line: int | None, where: str, body: Body) -> list[ParsedFinding]:

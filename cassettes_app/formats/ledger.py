@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-from cassettes_app import safeload
 from cassettes_app.formats.base import (
     LedgerEntry,
     ParsedFinding,
@@ -13,6 +12,7 @@ from cassettes_app.formats.base import (
     is_agent_line,
     is_trace_line,
     jsonl_head,
+    jsonl_objects,
     run_parser,
 )
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
@@ -38,15 +38,7 @@ def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> Parse
 
 
 def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> None:
-    for line, obj, error in safeload.iter_jsonl(data, limits):
-        if error is not None:
-            result.findings.append(ParsedFinding("bad_line", "warn", path, line, error))
-            continue
-        if not isinstance(obj, dict):
-            result.findings.append(
-                ParsedFinding("bad_line", "warn", path, line, "line is not a JSON object")
-            )
-            continue
+    for line, obj in jsonl_objects(result, path, data, limits):
         event = next(
             (as_text_or_none(obj[name]) for name in EVENT_FIELDS if obj.get(name) is not None),
             None,

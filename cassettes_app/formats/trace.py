@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from cassettes_app import safeload
 from cassettes_app.formats.base import (
     ParsedFinding,
     ParseResult,
@@ -15,6 +14,7 @@ from cassettes_app.formats.base import (
     header_pairs,
     is_trace_line,
     jsonl_head,
+    jsonl_objects,
     run_parser,
 )
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
@@ -34,15 +34,7 @@ def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> Parse
 
 
 def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> None:
-    for line, obj, error in safeload.iter_jsonl(data, limits):
-        if error is not None:
-            result.findings.append(ParsedFinding("bad_line", "warn", path, line, error))
-            continue
-        if not isinstance(obj, dict):
-            result.findings.append(
-                ParsedFinding("bad_line", "warn", path, line, "line is not a JSON object")
-            )
-            continue
+    for line, obj in jsonl_objects(result, path, data, limits):
         result.hops.append(_hop(line, obj, result, path))
     if not result.hops and not result.findings:
         result.findings.append(ParsedFinding("empty_file", "warn", path, None, "trace has no hops"))
