@@ -116,19 +116,10 @@ def explain_mismatch(
     return [v.label for v in mismatch_variants(payload, stored_key, volatile_fields, document)]
 
 
-def mismatch_variants(
-    payload: Any,
-    stored_key: str,
-    volatile_fields: Iterable[str],
-    document: Mapping[str, Any] | None = None,
-) -> list[Variant]:
-    """The variants of `explain_mismatch`, with what kind of variant and which fields."""
-    volatile = tuple(dict.fromkeys(volatile_fields))
-    stored = stored_key.strip()
-    if not is_key_shape(stored) or payload is None:
-        return []
-    length = len(stored)
-    wanted = stored.lower()
+def _variants(
+    payload: Any, volatile: tuple[str, ...], document: Mapping[str, Any] | None
+) -> list[tuple[Variant, Callable[[], str]]]:
+    """Each way a candidate may have hashed the request, as (Variant, thunk of the text)."""
     base = _drop_top(payload, volatile)
     present = [name for name in volatile if isinstance(payload, Mapping) and name in payload]
 
@@ -209,6 +200,23 @@ def mismatch_variants(
                 lambda: _dumps(_drop_top(whole, volatile)),
             ),
         ]
+    return variants
+
+
+def mismatch_variants(
+    payload: Any,
+    stored_key: str,
+    volatile_fields: Iterable[str],
+    document: Mapping[str, Any] | None = None,
+) -> list[Variant]:
+    """The variants of `explain_mismatch`, with what kind of variant and which fields."""
+    volatile = tuple(dict.fromkeys(volatile_fields))
+    stored = stored_key.strip()
+    if not is_key_shape(stored) or payload is None:
+        return []
+    length = len(stored)
+    wanted = stored.lower()
+    variants = _variants(payload, volatile, document)
 
     try:
         canonical = canonical_request(payload, volatile)

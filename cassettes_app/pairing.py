@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cassettes_app.analysis import _compact_message, _message_dict, _payload
+from cassettes_app.analysis.turns import body_payload, compact_message, message_dict
 from cassettes_app.formats.base import Body, ParseResult
 from cassettes_app.providers import normalise
 from cassettes_app.secrets import redact_message as _redacted
@@ -103,8 +103,8 @@ def file_turns(results: Iterable[ParseResult]) -> tuple[list[dict[str, Any]], in
 
 def _turn(inter: Any, previous: list[tuple]) -> dict[str, Any]:
     exchange = normalise(
-        _payload(inter.request_body) if inter.request_body else None,
-        _payload(inter.response_body) if inter.response_body else None,
+        body_payload(inter.request_body) if inter.request_body else None,
+        body_payload(inter.response_body) if inter.response_body else None,
         inter.url,
     )
     if exchange.provider == "unknown":
@@ -117,14 +117,14 @@ def _turn(inter: Any, previous: list[tuple]) -> dict[str, Any]:
             "new_messages": [_redacted(request)] if request else [],
             "response": _redacted(response) if response else None,
         }
-    messages = [m for m in map(_compact_message, exchange.request_messages) if m is not None]
-    reply = _compact_message(exchange.response)
+    messages = [m for m in map(compact_message, exchange.request_messages) if m is not None]
+    reply = compact_message(exchange.response)
     keys = [message_key(m) for m in messages]
     cut = len(previous) if previous and keys[: len(previous)] == previous else 0
     previous[:] = keys + ([message_key(reply)] if reply is not None else [])
     return {
         "interaction_index": inter.index,
         "model": exchange.model or "",
-        "new_messages": [_redacted(_message_dict(m)) for m in messages[cut:]],
-        "response": _redacted(_message_dict(reply)) if reply is not None else None,
+        "new_messages": [_redacted(message_dict(m)) for m in messages[cut:]],
+        "response": _redacted(message_dict(reply)) if reply is not None else None,
     }

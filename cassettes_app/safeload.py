@@ -14,14 +14,13 @@ from typing import Any
 
 import yaml
 
-from cassettes_app.formats.base import (
+from cassettes_app.limits import (
     DEFAULT_LIMITS,
     PARSE_ERRORS,
     LoadError,
     ParseLimits,
     error_line,
     error_message,
-    finding_from_error,
 )
 
 __all__ = [
@@ -30,7 +29,6 @@ __all__ = [
     "decode_utf8",
     "error_line",
     "error_message",
-    "finding_from_error",
     "iter_jsonl",
     "load_json",
     "load_yaml",

@@ -15,8 +15,8 @@ from cassettes_app.providers import Exchange, Message, ToolCall
 
 __all__ = [
     "KeyedExchange",
+    "ParsedTurn",
     "Thread",
-    "Turn",
     "analyse",
     "build_threads",
     "message_key",
@@ -25,7 +25,7 @@ __all__ = [
 
 
 @dataclass(slots=True)
-class Turn:
+class ParsedTurn:
     """One model call inside a rebuilt conversation."""
 
     index: int  # depth in the conversation (0 = first call); a fork continues its parent's count
@@ -44,8 +44,8 @@ class KeyedExchange:
 
     `request_keys` and `reply_key` stand in for `message_key` of the request messages and of
     the response; any form works as long as equal messages get equal keys and the role
-    stays first. Its turns carry no messages: `Turn.cut` and `Turn.payload` tell the caller
-    which of its own copies to show.
+    stays first. Its turns carry no messages: `ParsedTurn.cut` and `ParsedTurn.payload` tell
+    the caller which of its own copies to show.
     """
 
     request_keys: tuple[tuple, ...]
@@ -58,7 +58,7 @@ class KeyedExchange:
 class Thread:
     """A chain of turns; a fork records where it left its parent thread."""
 
-    turns: list[Turn]
+    turns: list[ParsedTurn]
     root_ref: Any  # exchange_ref of this thread's first turn
     forked_from: tuple[int, int] | None = (
         None  # (thread index in the result, position in its turns)
@@ -247,15 +247,15 @@ def _threads(
         if children[i]:
             height[i] = 1 + max(height[c] for c in children[i])
 
-    def turn(i: int, depth: int) -> Turn:
+    def turn(i: int, depth: int) -> ParsedTurn:
         node = nodes[i]
         ex = node.exchange
         if ex is None:
-            return Turn(depth, node.ref, [], None, None, {})
+            return ParsedTurn(depth, node.ref, [], None, None, {})
         if isinstance(ex, KeyedExchange):
-            return Turn(depth, node.ref, [], None, ex.model, {}, cut[i], ex.payload)
+            return ParsedTurn(depth, node.ref, [], None, ex.model, {}, cut[i], ex.payload)
         usage = dict(ex.usage) if isinstance(ex.usage, dict) else {}
-        return Turn(
+        return ParsedTurn(
             depth,
             node.ref,
             list(ex.request_messages[cut[i] :]),
@@ -273,7 +273,7 @@ def _threads(
         while pending:
             start, depth, forked_from = pending.popleft()
             here = len(threads)
-            turns: list[Turn] = []
+            turns: list[ParsedTurn] = []
             i = start
             while True:
                 turns.append(turn(i, depth + len(turns)))

@@ -9,8 +9,9 @@ import zlib
 import brotli
 import pytest
 
-from cassettes_app.bodies import decode_body, parse_sse
+from cassettes_app.bodies import decode_body
 from cassettes_app.formats import ParseLimits
+from cassettes_app.providers.sse import parse_sse
 
 SSE = {"Content-Type": "text/event-stream"}
 

@@ -15,7 +15,7 @@ import pytest
 
 from cassettes_app import formats, safeload
 from cassettes_app.bodies import decode_body
-from cassettes_app.formats import Finding, ParseLimits, ParseResult, parse_file
+from cassettes_app.formats import ParsedFinding, ParseLimits, ParseResult, parse_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "recordings"
 
@@ -32,7 +32,7 @@ def parse(path: str, data: bytes, limits: ParseLimits | None = None) -> ParseRes
         return parse_file(path, data, limits or ParseLimits())
 
 
-def only(result: ParseResult, kind: str | None = None) -> Finding:
+def only(result: ParseResult, kind: str | None = None) -> ParsedFinding:
     assert len(result.findings) == 1, result.findings
     finding = result.findings[0]
     if kind:

@@ -20,6 +20,7 @@ from cassettes_app import secrets
 from cassettes_app.analysis import AnalysisConfig, Analyzer
 from cassettes_app.bodies import ascii_json, decode_body
 from cassettes_app.keys import recompute_key
+from cassettes_app.secrets import profiles
 from submissions.assignments import assignment_values
 from submissions.blobs import blob_read
 from submissions.models import Blob, Interaction, Recording, Turn
@@ -318,8 +319,8 @@ def test_grouped_provider_needles_find_what_each_needle_finds() -> None:
     texts = ["xoxb-----BEGIN ", "sk-----BEGIN ", "github_pat_hf_"]
     texts += ["".join(rng.choice(frags) for _ in range(rng.randint(0, 12))) for _ in range(20000)]
     for text in texts:
-        expected = {i for i, rx in enumerate(secrets._PROVIDER_NEEDLES) if rx.search(text)}
-        assert secrets._providers_present(text) == expected, text
+        expected = {i for i, rx in enumerate(profiles._PROVIDER_NEEDLES) if rx.search(text)}
+        assert profiles._providers_present(text) == expected, text
 
 
 def test_the_head_tokenizer_finds_what_the_token_pattern_finds() -> None:

@@ -6,14 +6,12 @@ import datetime as dt
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cassettes_app.checks import CheckOutcome, skip
+from cassettes_app.config import AnalysisConfig
 from cassettes_app.keys import NO_VARIANT
 from cassettes_app.secrets import LEAK, SecretHit
-
-if TYPE_CHECKING:
-    from cassettes_app.analysis import AnalysisConfig
 
 __all__ = [
     "FUTURE_GRACE",

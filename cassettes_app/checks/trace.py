@@ -8,7 +8,6 @@ None fields, non-JSON bodies and invalid tool arguments are findings or ignored,
 from __future__ import annotations
 
 import bisect
-import functools
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -17,6 +16,7 @@ from typing import Any
 
 from cassettes_app.checks import CheckOutcome, skip
 from cassettes_app.formats.base import TraceHop
+from cassettes_app.hops import MODEL, STUB, hop_kind, is_model_hop, json_body
 from cassettes_app.providers import normalise
 
 __all__ = [
@@ -41,36 +41,6 @@ DEFAULT_ID_PATTERN = r"ord_[0-9a-f]+"
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
-# Path fragments of model APIs (lowercased): OpenAI chat/completions/responses/embeddings,
-# Anthropic messages, Gemini generateContent.
-_MODEL_PATHS = (
-    "/chat/completions",
-    "/v1/messages",
-    "/v1/responses",
-    "/v1/completions",
-    "/v1/embeddings",
-    ":generatecontent",
-    ":streamgeneratecontent",
-)
-_MODEL_HOSTS = frozenset(
-    {
-        "api.openai.com",
-        "api.anthropic.com",
-        "generativelanguage.googleapis.com",
-        "api.mistral.ai",
-        "api.groq.com",
-        "openrouter.ai",
-        "api.together.xyz",
-        "api.deepseek.com",
-        "api.cohere.com",
-        "api.cohere.ai",
-        "api.x.ai",
-        "api.fireworks.ai",
-        "api.perplexity.ai",
-    }
-)
-_MODEL_HOST_SUFFIXES = (".openai.azure.com", "aiplatform.googleapis.com", ".anthropic.com")
-
 # Header spellings of the idempotency key besides the canonical one the parser reads.
 _IDEMPOTENCY_HEADERS = frozenset({"idempotency-key", "idempotency_key", "x-idempotency-key"})
 
@@ -83,23 +53,6 @@ _SHOW = 200
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _json_body(value: Any) -> Any:
-    """A body as JSON: dicts/lists as they are, JSON text parsed, anything else None."""
-    if type(value) is dict:  # the common case, first and cheap
-        return value
-    if isinstance(value, bytes | bytearray):
-        value = bytes(value).decode("utf-8", "replace")
-    if isinstance(value, str):
-        text = value.strip()
-        if not text or text[0] not in '{["-0123456789tfn':
-            return None
-        try:
-            return json.loads(text)
-        except (ValueError, RecursionError):
-            return None
-    return value
 
 
 def _short(value: Any, limit: int = _SHOW) -> str:
@@ -163,66 +116,6 @@ def _endpoint(hop: TraceHop) -> str:
 
 _ID_SEGMENT = re.compile(r"\d")
 _VERSION = re.compile(r"^v\d+(?:beta\d*|alpha\d*)?$")
-
-
-_MODEL_PATH_RE = re.compile("|".join(re.escape(fragment) for fragment in _MODEL_PATHS))
-
-
-@functools.lru_cache(maxsize=4096)
-def _url_says_model(url: str | None) -> bool:
-    # Cached, and string slicing rather than urlsplit: a trace repeats a handful of URLs
-    # thousands of times, and `GET /orders/{id}` URLs are all different.
-    if not url:
-        return False
-    lowered = url.lower()
-    if _MODEL_PATH_RE.search(lowered):
-        return True
-    rest = lowered.partition("://")[2] or lowered
-    host = rest.split("/", 1)[0].split("?", 1)[0].rsplit("@", 1)[-1]
-    host = host[1:].split("]", 1)[0] if host.startswith("[") else host.split(":", 1)[0]
-    host = host.rstrip(".")
-    return (
-        host in _MODEL_HOSTS
-        or host.endswith(_MODEL_HOST_SUFFIXES)
-        or host.startswith("bedrock-runtime.")
-    )
-
-
-def _body_says_model(req: Any, resp: Any) -> bool:
-    req = _json_body(req)
-    if isinstance(req, dict):
-        if isinstance(req.get("messages"), list) or isinstance(req.get("contents"), list):
-            return True
-        # Responses / completions / embeddings requests: a model plus its input.
-        if isinstance(req.get("model"), str) and ("input" in req or "prompt" in req):
-            return True
-    resp = _json_body(resp)
-    if isinstance(resp, dict):
-        if isinstance(resp.get("choices"), list) or isinstance(resp.get("candidates"), list):
-            return True
-        if resp.get("object") in ("chat.completion", "response", "text_completion"):
-            return True
-        if resp.get("type") == "message" and "content" in resp:
-            return True
-    return False
-
-
-def is_model_hop(hop: TraceHop) -> bool:
-    """True when a hop is model chat: a provider URL or host, else a chat-shaped body."""
-    url = hop.url if isinstance(hop.url, str) else None  # the cache needs a hashable key
-    return _url_says_model(url) or _body_says_model(hop.req, hop.resp)
-
-
-MODEL, STUB, EMPTY = "model", "stub", "empty"
-
-
-def _kind(hop: TraceHop) -> str:
-    """MODEL, STUB (any other hop that records something) or EMPTY (an all-None row)."""
-    if is_model_hop(hop):
-        return MODEL
-    if hop.url or hop.method or hop.req is not None or hop.resp is not None:
-        return STUB
-    return EMPTY
 
 
 @dataclass(slots=True)
@@ -291,7 +184,7 @@ def _parse_arguments(arguments: Any) -> tuple[Any, str | None, bool]:
 
 def _model_output(index: int, hop: TraceHop) -> tuple[str, list[_Call]]:
     """Assistant text and tool calls of one model hop's response."""
-    fast = _fast_openai_output(_json_body(hop.resp))
+    fast = _fast_openai_output(json_body(hop.resp))
     if fast is not None:
         text, raw_calls = fast
         calls = []
@@ -351,7 +244,7 @@ def _request_texts(req: Any) -> Iterator[str]:
     turn; reading message contents as strings (no re-serialising) keeps that linear and
     cheap. Assistant tool calls are skipped: they were read as model output at their hop.
     """
-    body = _json_body(req)
+    body = json_body(req)
     messages = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(messages, list):
         yield _flat_text(req if body is None else body)
@@ -378,7 +271,7 @@ def trace_stub_hops_present(hops: Sequence[TraceHop], path: str) -> CheckOutcome
     stub_lines: dict[str, list[int]] = {}
     empty = 0
     for hop in hops:
-        kind = _kind(hop)
+        kind = hop_kind(hop)
         if kind == MODEL:
             model += 1
         elif kind == STUB:
@@ -419,7 +312,7 @@ def _result_class(content: Any, is_error: bool = False) -> str | None:
     """ "ok" or "error" as a tool result tells the model, None when it does not say."""
     if is_error:
         return "error"
-    body = _json_body(content) if isinstance(content, str) else content
+    body = json_body(content) if isinstance(content, str) else content
     if not isinstance(body, dict):
         return None
     status = body.get("status")
@@ -434,7 +327,7 @@ def _result_class(content: Any, is_error: bool = False) -> str | None:
 
 def _tool_results(hop: TraceHop) -> Iterator[tuple[str, Any, bool]]:
     """(tool_call_id, content, is_error) of the tool results a model request feeds back."""
-    req = _json_body(hop.req)
+    req = json_body(hop.req)
     messages = req.get("messages") if isinstance(req, dict) else None
     if isinstance(messages, list):
         found: list[tuple[str, Any, bool]] = []
@@ -498,7 +391,7 @@ def trace_tool_calls_reach_stub(hops: Sequence[TraceHop], path: str) -> CheckOut
     """
     if not hops:
         return skip(TOOL_CALLS_REACH_STUB, "no trace hops to inspect")
-    kinds = [_kind(hop) for hop in hops]
+    kinds = [hop_kind(hop) for hop in hops]
     stub_by_body: dict[str, list[int]] = {}
     bodies: dict[int, Any] = {}
     model_indices: list[int] = []
@@ -506,7 +399,7 @@ def trace_tool_calls_reach_stub(hops: Sequence[TraceHop], path: str) -> CheckOut
         if kinds[index] == MODEL:
             model_indices.append(index)
         elif kinds[index] == STUB:
-            body = _json_body(hop.req)
+            body = json_body(hop.req)
             if body is None:
                 continue
             bodies[index] = body
@@ -720,11 +613,11 @@ def trace_no_invented_ids(
                 use.lines.append((line, f"{where} ({_where(hop)})" if hop else where))
 
     for index, hop in enumerate(hops):
-        kind = _kind(hop)
+        kind = hop_kind(hop)
         if kind == MODEL:
             for text in _request_texts(hop.req):
                 note(text, hop.line, "model request")
-            fast = _fast_openai_output(_json_body(hop.resp))
+            fast = _fast_openai_output(json_body(hop.resp))
             if fast is not None:
                 # Arguments as text are all this check needs; parsing them would double
                 # its cost on a big trace.
@@ -817,7 +710,7 @@ def trace_idempotency_keys_logged(hops: Sequence[TraceHop], path: str) -> CheckO
     missing: list[TraceHop] = []
     no_method = 0
     for hop in hops:
-        if _kind(hop) != STUB:
+        if hop_kind(hop) != STUB:
             continue
         if hop.method is None:
             no_method += 1

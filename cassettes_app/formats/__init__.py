@@ -6,7 +6,7 @@ first module whose sniff says yes parses the file. JSON documents are told
 apart by their top-level keys (cassette task, HAR, VCR, fixtures), JSON Lines
 by the keys of their first object (ledger, trace, agent log).
 
-Finding kinds: parse_error, unknown_format, empty_file, file_too_large,
+ParsedFinding kinds: parse_error, unknown_format, empty_file, file_too_large,
 invalid_structure, invalid_field, missing_field, invalid_har, bad_line,
 body_problem, yaml_coerced, invalid_tool_arguments.
 """
@@ -30,29 +30,28 @@ from cassettes_app.formats import (
     vcr,
 )
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
     Body,
-    Finding,
-    Interaction,
     LedgerEntry,
-    Message,
-    ParseLimits,
+    ParsedFinding,
+    ParsedInteraction,
+    ParsedMessage,
+    ParsedRecording,
     ParseResult,
-    Recording,
-    ToolCall,
     TraceHop,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, LoadError, ParseLimits
+from cassettes_app.providers.common import ToolCall
 
 __all__ = [
     "FORMATS",
     "Body",
-    "Finding",
-    "Interaction",
     "LedgerEntry",
-    "Message",
     "ParseLimits",
     "ParseResult",
-    "Recording",
+    "ParsedFinding",
+    "ParsedInteraction",
+    "ParsedMessage",
+    "ParsedRecording",
     "ToolCall",
     "TraceHop",
     "base",
@@ -115,12 +114,12 @@ def parse_file(
     except Exception as exc:  # the boundary: one broken file must not stop the others
         message = f"parser crashed: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         return ParseResult(
-            "unknown", findings=[Finding("parse_error", "error", path, None, message)]
+            "unknown", findings=[ParsedFinding("parse_error", "error", path, None, message)]
         )
 
 
 def _finding(path: str, kind: str, severity: base.Severity, message: str) -> ParseResult:
-    return ParseResult("unknown", findings=[Finding(kind, severity, path, None, message)])
+    return ParseResult("unknown", findings=[ParsedFinding(kind, severity, path, None, message)])
 
 
 def _parse_file(
@@ -139,7 +138,7 @@ def _parse_file(
     if data.startswith(bodies.GZIP_MAGIC):
         try:
             data = bodies.gunzip_file(data, limits)
-        except base.LoadError as exc:
+        except LoadError as exc:
             return _finding(path, "parse_error", "error", exc.message)
         inner_path = _strip_gz(path)
         if not data.strip():

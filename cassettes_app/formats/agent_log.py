@@ -6,23 +6,23 @@ from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
-    Finding,
-    Interaction,
-    Message,
-    ParseLimits,
+    ParsedFinding,
+    ParsedInteraction,
+    ParsedMessage,
+    ParsedRecording,
     ParseResult,
-    Recording,
-    ToolCall,
     as_status,
     as_text_or_none,
     body_findings,
     header_pairs,
     is_agent_line,
     jsonl_head,
+    jsonl_objects,
     run_parser,
     set_models,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
+from cassettes_app.providers.common import ToolCall
 
 NAME = "agent_log"
 
@@ -39,17 +39,9 @@ def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> Parse
 
 
 def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> None:
-    recording = Recording(path=path, format=NAME)
+    recording = ParsedRecording(path=path, format=NAME)
     ascii_values = bodies.ascii_json(data)
-    for line, obj, error in safeload.iter_jsonl(data, limits):
-        if error is not None:
-            result.findings.append(Finding("bad_line", "warn", path, line, error))
-            continue
-        if not isinstance(obj, dict):
-            result.findings.append(
-                Finding("bad_line", "warn", path, line, "line is not a JSON object")
-            )
-            continue
+    for line, obj in jsonl_objects(result, path, data, limits):
         if "request" in obj and "response" in obj:
             interaction = _interaction(
                 len(recording.interactions), line, obj, limits, result, path, ascii_values
@@ -61,7 +53,9 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
         message = obj["message"] if isinstance(obj.get("message"), dict) else obj
         if "role" not in message:
             result.findings.append(
-                Finding("bad_line", "warn", path, line, "line is neither a message nor a pair")
+                ParsedFinding(
+                    "bad_line", "warn", path, line, "line is neither a message nor a pair"
+                )
             )
             continue
         result.messages.append(_message(line, message, limits, result, path))
@@ -69,7 +63,9 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
         set_models(recording)
         result.recordings.append(recording)
     if not result.messages and not recording.interactions and not result.findings:
-        result.findings.append(Finding("empty_file", "warn", path, None, "agent log is empty"))
+        result.findings.append(
+            ParsedFinding("empty_file", "warn", path, None, "agent log is empty")
+        )
 
 
 def _interaction(
@@ -80,7 +76,7 @@ def _interaction(
     result: ParseResult,
     path: str,
     ascii_values: bool = False,
-) -> Interaction:
+) -> ParsedInteraction:
     request_headers, _ = header_pairs(obj.get("request_headers"))
     response_headers, _ = header_pairs(obj.get("response_headers"))
     request_body = bodies.decode_body(
@@ -95,7 +91,7 @@ def _interaction(
         (as_text_or_none(obj[k]) for k in ("recorded_at", "timestamp", "ts") if obj.get(k)), None
     )
     method = as_text_or_none(obj.get("method")) or "POST"
-    return Interaction(
+    return ParsedInteraction(
         index=index,
         method=method.upper(),
         url=as_text_or_none(obj.get("url") or obj.get("endpoint")),
@@ -117,7 +113,7 @@ def _payload(value: Any) -> Any:
 
 def _message(
     line: int, msg: dict[str, Any], limits: ParseLimits, result: ParseResult, path: str
-) -> Message:
+) -> ParsedMessage:
     content = msg.get("content", msg.get("parts"))
     calls: list[ToolCall] = []
     tool_call_id = as_text_or_none(msg.get("tool_call_id"))
@@ -126,7 +122,7 @@ def _message(
         call = _tool_call(as_text_or_none(call_id), as_text_or_none(name), arguments, limits)
         if not call.arguments_valid:
             result.findings.append(
-                Finding(
+                ParsedFinding(
                     "invalid_tool_arguments",
                     "warn",
                     path,
@@ -159,7 +155,7 @@ def _message(
             elif isinstance(block.get("functionResponse"), dict) and tool_call_id is None:
                 response = block["functionResponse"]
                 tool_call_id = as_text_or_none(response.get("id") or response.get("name"))
-    return Message(
+    return ParsedMessage(
         role=as_text_or_none(msg.get("role")),
         content=content,
         tool_calls=calls,

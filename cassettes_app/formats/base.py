@@ -2,42 +2,28 @@
 
 from __future__ import annotations
 
-import binascii
 import codecs
 import datetime as dt
 import json
 import re
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import yaml
-
-MiB = 1024 * 1024
+from cassettes_app import safeload
+from cassettes_app.limits import (
+    PARSE_ERRORS,
+    ParseLimits,
+    error_line,
+    error_message,
+)
+from cassettes_app.providers.common import ToolCall
 
 Severity = Literal["info", "warn", "error"]
 
 
 @dataclass(frozen=True, slots=True)
-class ParseLimits:
-    """Caps every parser honours; lower them in tests to build small bombs."""
-
-    max_depth: int = 200
-    max_line_bytes: int = 8 * MiB
-    max_body_bytes: int = 16 * MiB
-    max_yaml_nodes: int = 1_000_000
-    max_yaml_aliases: int = 100
-    max_events: int = 100_000
-    max_file_bytes: int = 64 * MiB
-    max_int_digits: int = 4300
-
-
-DEFAULT_LIMITS = ParseLimits()
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
+class ParsedFinding:
     """One problem found while reading a file."""
 
     kind: str
@@ -66,7 +52,7 @@ EMPTY_BODY = Body()
 
 
 @dataclass(slots=True)
-class Interaction:
+class ParsedInteraction:
     """One request/response pair of a recording."""
 
     index: int
@@ -83,7 +69,7 @@ class Interaction:
 
 
 @dataclass(slots=True)
-class Recording:
+class ParsedRecording:
     """One cassette, fixture, HAR file or agent-log request set."""
 
     path: str
@@ -91,7 +77,7 @@ class Recording:
     key: str | None = None
     model: str | None = None
     recorded_at: str | None = None
-    interactions: list[Interaction] = field(default_factory=list)
+    interactions: list[ParsedInteraction] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
 
@@ -119,20 +105,8 @@ class LedgerEntry:
     data: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """A tool call named in an agent-log message."""
-
-    id: str | None
-    name: str | None
-    arguments: Any
-    # The arguments as written when they were a string; None when given as an object.
-    arguments_raw: str | None = None
-    arguments_valid: bool = True
-
-
 @dataclass(slots=True)
-class Message:
+class ParsedMessage:
     """One agent-log chat message (OpenAI, Anthropic or Gemini style)."""
 
     role: str | None
@@ -148,68 +122,11 @@ class ParseResult:
     """Everything one parser got out of one file."""
 
     format: str
-    recordings: list[Recording] = field(default_factory=list)
+    recordings: list[ParsedRecording] = field(default_factory=list)
     hops: list[TraceHop] = field(default_factory=list)
     ledger: list[LedgerEntry] = field(default_factory=list)
-    messages: list[Message] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-
-
-class LoadError(ValueError):
-    """A recording could not be loaded safely; `line` is 1-based when known."""
-
-    def __init__(self, message: str, line: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.line = line
-
-    def __str__(self) -> str:
-        return self.message if self.line is None else f"{self.message} (line {self.line})"
-
-
-# Every parser turns these into findings (security-and-reliability.md §2.2).
-PARSE_ERRORS: tuple[type[BaseException], ...] = (
-    ValueError,
-    RecursionError,
-    yaml.YAMLError,
-    UnicodeDecodeError,
-    zlib.error,
-    binascii.Error,
-    EOFError,
-    LoadError,
-    TypeError,
-    KeyError,
-    AttributeError,
-    IndexError,
-    OverflowError,
-    MemoryError,
-)
-
-
-def error_line(exc: BaseException) -> int | None:
-    """Best-known 1-based line number of a load error."""
-    if isinstance(exc, LoadError):
-        return exc.line
-    if isinstance(exc, json.JSONDecodeError):
-        return exc.lineno
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    if mark is not None:
-        return mark.line + 1
-    return None
-
-
-def error_message(exc: BaseException) -> str:
-    """A one-line reason for a load error."""
-    if isinstance(exc, LoadError):
-        return exc.message
-    if isinstance(exc, RecursionError):
-        return "too deeply nested"
-    if isinstance(exc, MemoryError):
-        return "out of memory while parsing"
-    if isinstance(exc, yaml.MarkedYAMLError):
-        return f"invalid YAML: {exc.problem or exc.context or type(exc).__name__}"
-    text = " ".join(str(exc).split())[:300]
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    messages: list[ParsedMessage] = field(default_factory=list)
+    findings: list[ParsedFinding] = field(default_factory=list)
 
 
 def finding_from_error(
@@ -219,9 +136,9 @@ def finding_from_error(
     kind: str = "parse_error",
     severity: Severity = "error",
     line: int | None = None,
-) -> Finding:
+) -> ParsedFinding:
     """Turn a caught parser error into a finding."""
-    return Finding(kind, severity, path, line or error_line(exc), error_message(exc))
+    return ParsedFinding(kind, severity, path, line or error_line(exc), error_message(exc))
 
 
 def run_parser(
@@ -235,7 +152,7 @@ def run_parser(
     result = ParseResult(name)
     if len(data) > limits.max_file_bytes:
         result.findings.append(
-            Finding(
+            ParsedFinding(
                 "file_too_large",
                 "error",
                 path,
@@ -252,10 +169,25 @@ def run_parser(
     return result
 
 
-def body_findings(path: str, line: int | None, where: str, body: Body) -> list[Finding]:
+def jsonl_objects(
+    result: ParseResult, path: str, data: bytes, limits: ParseLimits
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The object lines of a JSON Lines file; a bad or non-object line becomes a finding."""
+    for line, obj, error in safeload.iter_jsonl(data, limits):
+        if error is not None:
+            result.findings.append(ParsedFinding("bad_line", "warn", path, line, error))
+        elif not isinstance(obj, dict):
+            result.findings.append(
+                ParsedFinding("bad_line", "warn", path, line, "line is not a JSON object")
+            )
+        else:
+            yield line, obj
+
+
+def body_findings(path: str, line: int | None, where: str, body: Body) -> list[ParsedFinding]:
     """Findings for the problems met while decoding one body."""
     return [
-        Finding("body_problem", "warn", path, line, f"{where}: {problem}")
+        ParsedFinding("body_problem", "warn", path, line, f"{where}: {problem}")
         for problem in body.problems
     ]
 
@@ -553,7 +485,7 @@ def is_agent_line(obj: Mapping[str, Any]) -> bool:
     )
 
 
-def set_models(recording: Recording) -> None:
+def set_models(recording: ParsedRecording) -> None:
     """Name the recording's model: the served one (response) first, then the requested one."""
     models: list[str] = []
     for interaction in recording.interactions:

@@ -6,12 +6,10 @@ from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
-    Finding,
-    Interaction,
-    ParseLimits,
+    ParsedFinding,
+    ParsedInteraction,
+    ParsedRecording,
     ParseResult,
-    Recording,
     as_status,
     as_text_or_none,
     body_findings,
@@ -20,6 +18,7 @@ from cassettes_app.formats.base import (
     json_doc_keys,
     run_parser,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
 
 NAME = "cassette_json"
 
@@ -47,18 +46,22 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
     doc = safeload.load_json(data, limits)
     if not isinstance(doc, dict):
         result.findings.append(
-            Finding("invalid_structure", "error", path, None, "cassette must be a JSON object")
+            ParsedFinding(
+                "invalid_structure", "error", path, None, "cassette must be a JSON object"
+            )
         )
         return
     missing = [name for name in FIELDS if name not in doc]
     if missing:
         result.findings.append(
-            Finding("missing_field", "warn", path, None, f"cassette lacks {', '.join(missing)}")
+            ParsedFinding(
+                "missing_field", "warn", path, None, f"cassette lacks {', '.join(missing)}"
+            )
         )
     for name in ("key", "recorded_at", "model"):
         if doc.get(name) is not None and not isinstance(doc[name], str):
             result.findings.append(
-                Finding("invalid_field", "warn", path, None, f"{name} should be a string")
+                ParsedFinding("invalid_field", "warn", path, None, f"{name} should be a string")
             )
 
     request_headers, _ = header_pairs(doc.get("request_headers"))
@@ -71,7 +74,7 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
         _payload(doc.get("response")), response_headers, limits, ascii_values=ascii_values
     )
     url = as_text_or_none(doc.get("url") or doc.get("endpoint"))
-    interaction = Interaction(
+    interaction = ParsedInteraction(
         index=0,
         method=(as_text_or_none(doc.get("method")) or "POST").upper(),
         url=url,
@@ -89,7 +92,7 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
         "extra_fields": sorted(set(doc) - set(FIELDS)),
     }
     result.recordings.append(
-        Recording(
+        ParsedRecording(
             path=path,
             format=NAME,
             key=as_text_or_none(doc.get("key")),

@@ -7,18 +7,17 @@ from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
     EMPTY_BODY,
-    Finding,
-    Interaction,
-    ParseLimits,
+    ParsedFinding,
+    ParsedInteraction,
+    ParsedRecording,
     ParseResult,
-    Recording,
     as_text_or_none,
     body_findings,
     json_doc_keys,
     run_parser,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
 
 NAME = "fixture_json"
 
@@ -39,20 +38,22 @@ def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> Parse
 def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> None:
     doc = safeload.load_json(data, limits)
     items = doc if isinstance(doc, list) else [doc]
-    recording = Recording(path=path, format=NAME, meta={"items": len(items)})
+    recording = ParsedRecording(path=path, format=NAME, meta={"items": len(items)})
     if isinstance(doc, dict):
         recording.key = as_text_or_none(doc.get("key"))
     for index, item in enumerate(items):
         where = f"fixture {index}"
         if not isinstance(item, dict) or "text" not in item:
             result.findings.append(
-                Finding("invalid_structure", "warn", path, None, f"{where}: no `text` field")
+                ParsedFinding("invalid_structure", "warn", path, None, f"{where}: no `text` field")
             )
             continue
         text = item["text"]
         if not isinstance(text, str):
             result.findings.append(
-                Finding("invalid_field", "warn", path, None, f"{where}: `text` is not a string")
+                ParsedFinding(
+                    "invalid_field", "warn", path, None, f"{where}: `text` is not a string"
+                )
             )
         request_body = bodies.decode_body(_as_body(text), None, limits)
         response_body = (
@@ -62,7 +63,7 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
         )
         result.findings += body_findings(path, None, where, response_body)
         recording.interactions.append(
-            Interaction(
+            ParsedInteraction(
                 index=index,
                 method=None,
                 url=None,

@@ -7,13 +7,10 @@ from urllib.parse import urlencode
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
-    PARSE_ERRORS,
-    Finding,
-    Interaction,
-    ParseLimits,
+    ParsedFinding,
+    ParsedInteraction,
+    ParsedRecording,
     ParseResult,
-    Recording,
     as_status,
     as_text_or_none,
     body_findings,
@@ -25,6 +22,7 @@ from cassettes_app.formats.base import (
     scalar_text,
     set_models,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, PARSE_ERRORS, ParseLimits
 
 NAME = "har"
 
@@ -45,13 +43,13 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
     log = doc.get("log") if isinstance(doc, dict) else None
     if not isinstance(log, dict):
         result.findings.append(
-            Finding("invalid_har", "error", path, None, "invalid HAR: log must be an object")
+            ParsedFinding("invalid_har", "error", path, None, "invalid HAR: log must be an object")
         )
         return
     entries = log.get("entries")
     if not isinstance(entries, list):
         result.findings.append(
-            Finding("invalid_har", "error", path, None, "invalid HAR: entries must be a list")
+            ParsedFinding("invalid_har", "error", path, None, "invalid HAR: entries must be a list")
         )
         return
     meta: dict[str, Any] = {"entries": len(entries)}
@@ -61,14 +59,14 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
     meta.update({key: value for key, value in log.items() if key.startswith("_")})
     if "_recordingName" in log:
         meta["recording_name"] = scalar_text(log["_recordingName"])
-    recording = Recording(path=path, format=NAME, meta=meta)
+    recording = ParsedRecording(path=path, format=NAME, meta=meta)
     for index, entry in enumerate(entries):
         try:
             interaction = _interaction(index, entry, limits, result, path)
         except PARSE_ERRORS as exc:
             finding = finding_from_error(path, exc, severity="warn")
             result.findings.append(
-                Finding(finding.kind, "warn", path, None, f"entry {index}: {finding.message}")
+                ParsedFinding(finding.kind, "warn", path, None, f"entry {index}: {finding.message}")
             )
             continue
         if interaction is None:
@@ -81,11 +79,13 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
 
 def _interaction(
     index: int, entry: Any, limits: ParseLimits, result: ParseResult, path: str
-) -> Interaction | None:
+) -> ParsedInteraction | None:
     request = entry.get("request") if isinstance(entry, dict) else None
     if not isinstance(request, dict):
         result.findings.append(
-            Finding("invalid_har", "warn", path, None, f"entry {index}: request must be an object")
+            ParsedFinding(
+                "invalid_har", "warn", path, None, f"entry {index}: request must be an object"
+            )
         )
         return None
     response = entry.get("response") if isinstance(entry.get("response"), dict) else {}
@@ -126,7 +126,7 @@ def _interaction(
     status = as_status(response.get("status"))
     duration = entry.get("time")
     method = as_text_or_none(request.get("method"))
-    return Interaction(
+    return ParsedInteraction(
         index=index,
         method=method.upper() if method else None,
         url=as_text_or_none(request.get("url")),

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import os
 
-from cassettes_app import safeload
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
-    Finding,
     LedgerEntry,
-    ParseLimits,
+    ParsedFinding,
     ParseResult,
     as_text_or_none,
     is_agent_line,
     is_trace_line,
     jsonl_head,
+    jsonl_objects,
     run_parser,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
 
 NAME = "ledger"
 
@@ -39,23 +38,19 @@ def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> Parse
 
 
 def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> None:
-    for line, obj, error in safeload.iter_jsonl(data, limits):
-        if error is not None:
-            result.findings.append(Finding("bad_line", "warn", path, line, error))
-            continue
-        if not isinstance(obj, dict):
-            result.findings.append(
-                Finding("bad_line", "warn", path, line, "line is not a JSON object")
-            )
-            continue
+    for line, obj in jsonl_objects(result, path, data, limits):
         event = next(
             (as_text_or_none(obj[name]) for name in EVENT_FIELDS if obj.get(name) is not None),
             None,
         )
         if event is None:
             result.findings.append(
-                Finding("bad_line", "info", path, line, "entry has no event, type or kind field")
+                ParsedFinding(
+                    "bad_line", "info", path, line, "entry has no event, type or kind field"
+                )
             )
         result.ledger.append(LedgerEntry(line=line, event=event, data=obj))
     if not result.ledger and not result.findings:
-        result.findings.append(Finding("empty_file", "warn", path, None, "ledger has no entries"))
+        result.findings.append(
+            ParsedFinding("empty_file", "warn", path, None, "ledger has no entries")
+        )

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cassettes_app import safeload
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
-    Finding,
-    ParseLimits,
+    ParsedFinding,
     ParseResult,
     TraceHop,
     as_status,
@@ -17,8 +14,10 @@ from cassettes_app.formats.base import (
     header_pairs,
     is_trace_line,
     jsonl_head,
+    jsonl_objects,
     run_parser,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
 
 NAME = "trace"
 
@@ -35,18 +34,10 @@ def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> Parse
 
 
 def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> None:
-    for line, obj, error in safeload.iter_jsonl(data, limits):
-        if error is not None:
-            result.findings.append(Finding("bad_line", "warn", path, line, error))
-            continue
-        if not isinstance(obj, dict):
-            result.findings.append(
-                Finding("bad_line", "warn", path, line, "line is not a JSON object")
-            )
-            continue
+    for line, obj in jsonl_objects(result, path, data, limits):
         result.hops.append(_hop(line, obj, result, path))
     if not result.hops and not result.findings:
-        result.findings.append(Finding("empty_file", "warn", path, None, "trace has no hops"))
+        result.findings.append(ParsedFinding("empty_file", "warn", path, None, "trace has no hops"))
 
 
 def _hop(line: int, obj: dict[str, Any], result: ParseResult, path: str) -> TraceHop:
@@ -55,7 +46,7 @@ def _hop(line: int, obj: dict[str, Any], result: ParseResult, path: str) -> Trac
     status = as_status(obj.get("status"))
     if obj.get("status") is not None and status is None:
         result.findings.append(
-            Finding(
+            ParsedFinding(
                 "bad_line", "warn", path, line, f"status {obj['status']!r} is not an HTTP status"
             )
         )

@@ -8,14 +8,11 @@ from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
-    PARSE_ERRORS,
     Body,
-    Finding,
-    Interaction,
-    ParseLimits,
+    ParsedFinding,
+    ParsedInteraction,
+    ParsedRecording,
     ParseResult,
-    Recording,
     as_status,
     as_text_or_none,
     body_findings,
@@ -27,6 +24,7 @@ from cassettes_app.formats.base import (
     scalar_text,
     set_models,
 )
+from cassettes_app.limits import DEFAULT_LIMITS, PARSE_ERRORS, ParseLimits
 
 NAME = "vcr"
 
@@ -70,12 +68,14 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
     raw = _interaction_list(doc, meta, result, path)
     if raw is None:
         return
-    recording = Recording(path=path, format=NAME, meta=meta)
+    recording = ParsedRecording(path=path, format=NAME, meta=meta)
     for index, item in enumerate(raw):
         where = f"interaction {index}"
         if not isinstance(item, dict) or not isinstance(item.get("request"), dict):
             result.findings.append(
-                Finding("invalid_structure", "warn", path, None, f"{where}: no request mapping")
+                ParsedFinding(
+                    "invalid_structure", "warn", path, None, f"{where}: no request mapping"
+                )
             )
             continue
         try:
@@ -83,7 +83,7 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
         except PARSE_ERRORS as exc:
             finding = finding_from_error(path, exc, severity="warn")
             result.findings.append(
-                Finding(
+                ParsedFinding(
                     finding.kind,
                     finding.severity,
                     path,
@@ -109,7 +109,9 @@ def _interaction_list(
         return doc
     if not isinstance(doc, dict):
         result.findings.append(
-            Finding("invalid_structure", "error", path, None, "cassette is not a mapping or list")
+            ParsedFinding(
+                "invalid_structure", "error", path, None, "cassette is not a mapping or list"
+            )
         )
         return None
     for key in ("version", "recorded_with"):
@@ -120,7 +122,7 @@ def _interaction_list(
             meta["layout"] = key
             if not isinstance(doc[key], list):
                 result.findings.append(
-                    Finding("invalid_structure", "error", path, None, f"{key} must be a list")
+                    ParsedFinding("invalid_structure", "error", path, None, f"{key} must be a list")
                 )
                 return None
             return doc[key]
@@ -129,7 +131,7 @@ def _interaction_list(
         meta["layout"] = "split"
         if len(requests) != len(responses):
             result.findings.append(
-                Finding(
+                ParsedFinding(
                     "invalid_structure",
                     "warn",
                     path,
@@ -140,7 +142,7 @@ def _interaction_list(
             )
         return [{"request": q, "response": r} for q, r in zip(requests, responses, strict=False)]
     result.findings.append(
-        Finding("invalid_structure", "error", path, None, "cassette has no interactions list")
+        ParsedFinding("invalid_structure", "error", path, None, "cassette has no interactions list")
     )
     return None
 
@@ -152,7 +154,7 @@ def _interaction(
     result: ParseResult,
     path: str,
     from_yaml: bool,
-) -> Interaction:
+) -> ParsedInteraction:
     request = item["request"]
     response = item.get("response") if isinstance(item.get("response"), dict) else {}
     request_headers, coerced = _header_pairs(request.get("headers"))
@@ -165,7 +167,7 @@ def _interaction(
             for name in dict.fromkeys(names):
                 value = next((v for k, v in pairs if k == name), "")
                 result.findings.append(
-                    Finding(
+                    ParsedFinding(
                         "yaml_coerced",
                         "warn",
                         path,
@@ -190,7 +192,7 @@ def _interaction(
         if response.get(key) is not None:
             extra[f"response_{key}"] = scalar_text(response[key])
     method = as_text_or_none(request.get("method"))
-    return Interaction(
+    return ParsedInteraction(
         index=index,
         method=method.upper() if method else None,
         url=_uri(request),

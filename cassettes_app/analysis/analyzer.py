@@ -1,28 +1,29 @@
-"""Analyse one unpacked submission: discover, parse, scan for secrets, thread, and check.
-
-Pure Python (no Django): the job in `submissions` streams `Analyzer.files()` into the
-database, then asks for secret hits, threads and check outcomes. Only compact facts are
-kept per recording, so memory does not grow with body sizes.
-"""
+"""The analyser: discovers, parses and checks the recordings of one unpacked tree."""
 
 from __future__ import annotations
 
-import datetime as dt
 import errno
-import hashlib
-import json
-import os
-import pickle
-import re
-import stat
 import sys
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from cassettes_app import safeload, secrets, threads
+from cassettes_app.analysis.files import Entry, read_capped, walk_tree
+from cassettes_app.analysis.globs import compile_glob
+from cassettes_app.analysis.reports import DECODED_NOTES, FileReport, literal_bodies
+from cassettes_app.analysis.turns import (
+    MEMO_MAX,
+    ThreadView,
+    TurnSpool,
+    TurnView,
+    body_payload,
+    compact_message,
+    lean_key,
+    message_dict,
+    small_usage,
+)
 from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.cassettes import (
     KeyReport,
@@ -36,15 +37,13 @@ from cassettes_app.checks.cassettes import (
     key_report,
     parse_time,
 )
+from cassettes_app.config import AnalysisConfig
 from cassettes_app.formats import parse_file
 from cassettes_app.formats.base import (
-    DEFAULT_LIMITS,
-    Body,
-    Finding,
     LedgerEntry,
-    ParseLimits,
+    ParsedFinding,
+    ParsedRecording,
     ParseResult,
-    Recording,
     TraceHop,
     looks_binary,
 )
@@ -54,511 +53,12 @@ from cassettes_app.keys import (
     mismatch_variants,
     recompute_key,
 )
-from cassettes_app.providers import Exchange, Message, ToolCall, ToolResult, normalise
+from cassettes_app.providers import Exchange, normalise
 from cassettes_app.secrets import SecretHit, TextProfile
 
-__all__ = [
-    "TEXT_CAP",
-    "AnalysisConfig",
-    "Analyzer",
-    "FileReport",
-    "ThreadView",
-    "TurnView",
-    "glob_match",
-]
-
-MiB = 2**20
-TEXT_CAP = 20_000  # characters of one message text kept for threads and display
 ROLES = ("ledger", "trace", "recording")  # a file matched by several roles takes the first
+
 _HINTS = {"ledger": "ledger", "trace": "trace", "recording": None}
-_CHUNK = 1 * MiB
-# Marks a text cut to TEXT_CAP; the digest after it keeps distinct long texts distinct when
-# threads compare messages.
-_CUT = "\x00cut\x00"  # ASCII, so a cut text stays one byte per character
-_DECODED = {"base64", "gzip", "x-gzip", "deflate", "br"}
-# Formats whose bodies are the file's own JSON strings or a json.dumps of its values, so a
-# body holds no literal its file lacks when the file uses no \u or \/ escape (the only
-# escapes that can spell a letter, a digit or a slash).
-_LITERAL_FORMATS = {"cassette_json", "fixture_json", "agent_log", "trace"}
-
-
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-@dataclass(frozen=True)
-class AnalysisConfig:
-    """The assignment's settings as the analyser takes them (see DESIGN.md, assignments)."""
-
-    shape: str = "cassette"
-    recording_globs: tuple[str, ...] = ()
-    trace_globs: tuple[str, ...] = ()
-    ledger_globs: tuple[str, ...] = ()
-    volatile_fields: tuple[str, ...] = ("user", "request_id", "id", "created")
-    stale_after_days: int = 42
-    expected_model: str = ""
-    id_pattern: str = "ord_[0-9a-f]+"
-    now: dt.datetime = field(default_factory=_utcnow)  # aware UTC; the upload time
-    max_recordings_bytes: int = 100 * MiB
-    max_scan_file_bytes: int = 8 * MiB
-    limits: ParseLimits = DEFAULT_LIMITS
-
-    def __post_init__(self) -> None:
-        """Read a naive `now` as UTC, so comparisons with recording times never raise."""
-        if self.now.tzinfo is None:
-            object.__setattr__(self, "now", self.now.replace(tzinfo=dt.UTC))
-
-
-@dataclass
-class FileReport:
-    """One discovered recording, trace or ledger file, with everything parsed from it."""
-
-    path: str  # relative to the root, "/"-separated
-    role: str  # "recording" | "trace" | "ledger"
-    size: int
-    sha256: str
-    result: ParseResult
-    # `secrets.text_profile` of the file's text when every body parsed from it holds only
-    # literals of that text (see `body_profile`); None when that is not known.
-    profile: TextProfile | None = None
-    turns: int = 0  # conversation turns its recordings add (one per model exchange)
-
-    @property
-    def secret_free(self) -> bool:
-        """True when no secret rule can fire on the file, nor on any body parsed from it."""
-        return self.profile is not None and self.profile.empty
-
-    def body_profile(self, body: Body | None = None) -> TextProfile | None:
-        """The profile that `secrets.redact_text` may trust for a body of this file.
-
-        None (redact with every rule) for a body decoded from base64 or a compression, whose
-        bytes are not in the file.
-        """
-        if self.profile is None or body is None:
-            return self.profile
-        notes = set((body.encoding_note or "").split("; "))
-        return None if notes & _DECODED else self.profile
-
-
-@dataclass(frozen=True, slots=True)
-class TurnView:
-    """One model call of a rebuilt conversation, as plain JSON-able data."""
-
-    index: int
-    path: str
-    interaction_index: int
-    new_messages: list[dict[str, Any]]
-    response: dict[str, Any] | None
-    model: str | None
-    usage: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class ThreadView:
-    """One rebuilt conversation; a fork names (thread index, turn position) it left."""
-
-    index: int
-    turns: list[TurnView]
-    forked_from: tuple[int, int] | None = None
-
-
-# --------------------------------------------------------------------------- globbing
-
-
-def _segment_regex(segment: str) -> re.Pattern[str]:
-    """One path component of a glob: `*`, `?` and `[...]` never cross a `/`."""
-    out: list[str] = []
-    i = 0
-    while i < len(segment):
-        c = segment[i]
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = segment.find("]", i + 2 if segment[i + 1 : i + 2] in ("!", "]") else i + 1)
-            if end == -1:
-                out.append(re.escape(c))
-            else:
-                body = segment[i + 1 : end]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out))
-
-
-@dataclass(frozen=True, slots=True)
-class _Glob:
-    text: str
-    parts: tuple[re.Pattern[str] | None, ...]  # None stands for `**`
-
-    def _states(self, segments: Sequence[str]) -> set[int]:
-        """Pattern positions reachable after consuming `segments` (an NFA over components)."""
-        states = self._close({0})
-        for seg in segments:
-            nxt: set[int] = set()
-            for i in states:
-                if i >= len(self.parts):
-                    continue
-                part = self.parts[i]
-                if part is None:
-                    nxt.add(i)  # `**` swallows this component and may swallow more
-                elif part.fullmatch(seg):
-                    nxt.add(i + 1)
-            states = self._close(nxt)
-            if not states:
-                break
-        return states
-
-    def _close(self, states: set[int]) -> set[int]:
-        out = set(states)
-        for i in sorted(states):
-            while i < len(self.parts) and self.parts[i] is None:
-                i += 1
-                out.add(i)
-        return out
-
-    def matches(self, rel: str) -> bool:
-        """True when the "/"-separated relative path matches the whole pattern."""
-        segments = rel.split("/")
-        # A file cannot end on `**` (pathlib's `**` names directories).
-        return any(
-            i == len(self.parts) and (i == 0 or self.parts[i - 1] is not None)
-            for i in self._states(segments)
-        )
-
-    def may_contain(self, rel_dir: str) -> bool:
-        """True when some file under this directory could match."""
-        return any(i < len(self.parts) for i in self._states(rel_dir.split("/")))
-
-
-def _compile_glob(pattern: str) -> _Glob | None:
-    """A pathlib-style pattern relative to the root; None when it escapes the root."""
-    text = pattern.strip().replace("\\", "/")
-    while text.startswith("./"):
-        text = text[2:]
-    text = text.lstrip("/")
-    segments = [s for s in text.split("/") if s not in ("", ".")]
-    if not segments or ".." in segments:
-        return None
-    if segments[-1] == "**":
-        segments.append("*")  # `dir/**` means every file below dir, as people expect
-    parts = tuple(None if s == "**" else _segment_regex(s.replace("**", "*")) for s in segments)
-    return _Glob(pattern, parts)
-
-
-def glob_match(pattern: str, rel: str) -> bool:
-    """pathlib-style `**` glob match of a "/"-separated path relative to the root."""
-    compiled = _compile_glob(pattern)
-    return compiled is not None and compiled.matches(rel)
-
-
-# --------------------------------------------------------------------------- safe file access
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    rel: str
-    kind: str  # "file" | "link" | "dir_link" | "other"
-
-
-def _walk(root: Path, findings: list[Finding]) -> list[_Entry]:
-    """Every entry of the tree, sorted; symlinks are listed, never followed."""
-    out: list[_Entry] = []
-    stack = [""]
-    while stack:
-        rel_dir = stack.pop()
-        try:
-            with os.scandir(root / rel_dir if rel_dir else root) as it:
-                entries = list(it)
-        except OSError as exc:
-            findings.append(
-                Finding("unreadable", "warn", rel_dir or ".", None, f"cannot list: {exc.strerror}")
-            )
-            continue
-        for entry in entries:
-            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-            try:
-                if entry.is_symlink():
-                    try:
-                        is_dir = entry.is_dir(follow_symlinks=True)
-                    except OSError:
-                        is_dir = False
-                    out.append(_Entry(rel, "dir_link" if is_dir else "link"))
-                elif entry.is_dir(follow_symlinks=False):
-                    stack.append(rel)
-                elif entry.is_file(follow_symlinks=False):
-                    out.append(_Entry(rel, "file"))
-                else:
-                    out.append(_Entry(rel, "other"))
-            except OSError:
-                out.append(_Entry(rel, "other"))
-    out.sort(key=lambda e: e.rel)
-    return out
-
-
-def _open_nofollow(root: Path, rel: str) -> int:
-    """Open root/rel read-only without following a link at any component (races included)."""
-    parts = rel.split("/")
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-    dir_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for part in parts[:-1]:
-            nxt = os.open(part, flags | os.O_DIRECTORY, dir_fd=dir_fd)
-            os.close(dir_fd)
-            dir_fd = nxt
-        # O_NONBLOCK: a FIFO planted after the walk must not hang the worker.
-        return os.open(parts[-1], flags | os.O_NONBLOCK, dir_fd=dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-class _NotRegular(OSError):
-    """The path is not a regular file."""
-
-
-def _read(
-    root: Path, rel: str, cap: int, *, hash_large: bool = True
-) -> tuple[bytes | None, int, str]:
-    """(data, size, sha256) of a regular file; data is None when over `cap`.
-
-    An over-cap file is still hashed (for duplicate detection) unless `hash_large` is False.
-    """
-    fd = _open_nofollow(root, rel)
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise _NotRegular(errno.EINVAL, "not a regular file")
-        digest = hashlib.sha256()
-        if info.st_size > cap:
-            if not hash_large:
-                return None, info.st_size, ""
-            return None, *_hash_rest(handle, digest, 0)
-        # read(n) allocates n bytes up front: ask for the known size, not the cap.
-        data = handle.read(info.st_size + 1)
-        if len(data) > info.st_size:  # grew since fstat: read on in chunks, up to the cap
-            parts = [data]
-            size = len(data)
-            while size <= cap and (chunk := handle.read(_CHUNK)):
-                parts.append(chunk)
-                size += len(chunk)
-            data = b"".join(parts)
-        digest.update(data)
-        if len(data) > cap:
-            return None, *_hash_rest(handle, digest, len(data))
-        return data, len(data), digest.hexdigest()
-
-
-def _hash_rest(handle: Any, digest: Any, size: int) -> tuple[int, str]:
-    """Hash the rest of an open file in chunks; (total size, hex digest)."""
-    while chunk := handle.read(_CHUNK):
-        digest.update(chunk)
-        size += len(chunk)
-    return size, digest.hexdigest()
-
-
-# --------------------------------------------------------------------------- compact turns
-
-
-def _cap(text: str) -> str:
-    """Cut a long text to TEXT_CAP, keeping a digest so distinct texts stay distinct."""
-    if len(text) <= TEXT_CAP:
-        return text
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{text[:TEXT_CAP]}{_CUT}{digest}:{len(text)}"
-
-
-def _shown(text: str) -> tuple[str, bool]:
-    """The display form of a possibly cut text, and whether it was cut."""
-    head, cut, _ = text.partition(_CUT)
-    return (head, True) if cut else (text, False)
-
-
-def _compact_call(call: ToolCall) -> ToolCall:
-    raw = call.arguments_raw
-    args = call.arguments
-    if isinstance(raw, str) and len(raw) > TEXT_CAP:
-        raw = _cap(raw)
-        if call.arguments_valid:
-            args = raw
-    elif call.arguments_valid and not isinstance(args, str | int | float | bool | type(None)):
-        try:
-            text = json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)
-        except (TypeError, ValueError, RecursionError):
-            text = ""
-        if len(text) > TEXT_CAP:
-            args = _cap(text)
-    elif isinstance(args, str) and len(args) > TEXT_CAP:
-        args = _cap(args)
-    return ToolCall(call.id, call.name, args, raw, call.arguments_valid)
-
-
-def _compact_message(message: Message | None) -> Message | None:
-    """The message without its raw payload, long texts capped (threads compare what is left)."""
-    if message is None:
-        return None
-    return Message(
-        role=message.role,
-        text=_cap(message.text if isinstance(message.text, str) else str(message.text)),
-        tool_calls=[_compact_call(c) for c in message.tool_calls],
-        tool_results=[
-            ToolResult(r.tool_call_id, _cap(str(r.content)), r.is_error, r.name)
-            for r in message.tool_results
-        ],
-        raw=None,
-    )
-
-
-def _small_usage(usage: Any) -> dict[str, Any]:
-    if not isinstance(usage, dict):
-        return {}
-    try:
-        return usage if len(json.dumps(usage, default=str)) <= 4096 else {}
-    except (TypeError, ValueError, RecursionError):
-        return {}
-
-
-def _message_dict(message: Message) -> dict[str, Any]:
-    """A message as plain JSON-able data; cut texts carry "truncated": true."""
-    truncated = False
-
-    def show(text: Any) -> str:
-        nonlocal truncated
-        shown, cut = _shown(text if isinstance(text, str) else str(text))
-        truncated = truncated or cut
-        return shown
-
-    calls = []
-    for call in message.tool_calls:
-        args = call.arguments
-        if isinstance(args, str):
-            args = show(args)
-        calls.append(
-            {
-                "id": call.id,
-                "name": call.name,
-                "arguments": args,
-                "arguments_valid": call.arguments_valid,
-            }
-        )
-    out: dict[str, Any] = {
-        "role": message.role,
-        "text": show(message.text),
-        "tool_calls": calls,
-        "tool_results": [
-            {"tool_call_id": r.tool_call_id, "content": show(r.content)}
-            for r in message.tool_results
-        ],
-    }
-    if truncated:
-        out["truncated"] = True
-    return out
-
-
-# Key parts longer than this are kept as a 128-bit digest: threads only compare keys.
-_KEY_PART_MAX = 32
-
-
-def _key_part(value: Any) -> Any:
-    if isinstance(value, str) and len(value) > _KEY_PART_MAX:
-        return hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    return value
-
-
-def _lean_key(key: tuple) -> tuple:
-    """`threads.message_key` with every long text replaced by its digest.
-
-    Equal keys stay equal and distinct ones distinct (short parts are kept as text, long
-    ones as bytes, so a text can never equal a digest); the role stays first.
-    """
-    role, text, calls, results = key
-    return (
-        _key_part(role),
-        _key_part(text),
-        tuple([(_key_part(name), _key_part(args)) for name, args in calls]),
-        tuple([_key_part(r) for r in results]),
-    )
-
-
-# Entries of the spool's and the key interner's lookup tables before they start afresh.
-# Forgetting costs a second copy of a message on disk, or of a key in memory, never a
-# difference in results; remembering all would grow with the archive.
-_MEMO_MAX = 65_536
-
-
-class _TurnSpool:
-    """What the turns of a conversation show, kept in a temporary file instead of memory.
-
-    Each distinct message (as `_message_dict` renders it) is written once, whatever the
-    number of requests repeating it (within the last _MEMO_MAX distinct ones); an exchange
-    keeps only the offsets of its messages.
-    """
-
-    def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the analyser
-        self._size = 0
-        self._reading = False
-        self._offsets: dict[bytes, int] = {}
-
-    def _write(self, data: bytes) -> int:
-        if self._reading:
-            self._file.seek(self._size)
-            self._reading = False
-        offset = self._size
-        self._file.write(len(data).to_bytes(8, "little"))
-        self._file.write(data)
-        self._size += 8 + len(data)
-        return offset
-
-    def add(self, value: Any, *, shared: bool = False) -> int:
-        """Store a value; `shared` ones are stored once per distinct content."""
-        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        if not shared:
-            return self._write(data)
-        digest = hashlib.blake2b(data, digest_size=16).digest()
-        offset = self._offsets.get(digest)
-        if offset is None:
-            if len(self._offsets) >= _MEMO_MAX:
-                self._offsets.clear()
-            offset = self._offsets[digest] = self._write(data)
-        return offset
-
-    def get(self, offset: int) -> Any:
-        """The value stored at `offset` (a fresh copy each time)."""
-        if not self._reading:
-            self._file.flush()
-            self._reading = True
-        self._file.seek(offset)
-        size = int.from_bytes(self._file.read(8), "little")
-        return pickle.loads(self._file.read(size))  # noqa: S301 - our own temporary file
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def _payload(body: Body) -> Any:
-    """What providers.normalise reads: parsed JSON when there is some, else the text."""
-    if body.json is not None:
-        return body.json
-    return body.text or None
-
-
-def _literal_bodies(result: ParseResult, data: bytes | None) -> bool:
-    """True when every body of the parse holds only literals of the file's text.
-
-    The formats in _LITERAL_FORMATS take bodies from JSON strings or json.dumps of JSON
-    values; once decoded, an escape can add a literal only if it is \\uXXXX or \\/.
-    """
-    if data is None or result.format not in _LITERAL_FORMATS:
-        return False
-    return b"\\" not in data or (b"\\u" not in data and b"\\/" not in data)
-
-
-# --------------------------------------------------------------------------- the analyser
 
 
 class Analyzer:
@@ -568,7 +68,7 @@ class Analyzer:
         """Nothing is read until `files()` is iterated."""
         self.root = Path(root)
         self.config = config
-        self.findings: list[Finding] = []
+        self.findings: list[ParsedFinding] = []
         self.facts: list[RecordingFacts] = []
         self.hops: list[TraceHop] = []
         self.ledger: list[LedgerEntry] = []
@@ -587,14 +87,14 @@ class Analyzer:
         self._files_done = False
         self._analysed: tuple[list[threads.Thread], list[Any]] | None = None
         self._skipped: set[str] = set()
-        self._spool: _TurnSpool | None = None
+        self._spool: TurnSpool | None = None
         self._keys: dict[tuple, tuple] = {}  # one shared object per distinct message key
 
     # -- discovery and parsing --------------------------------------------------------
 
     def _discover(self) -> list[tuple[str, str]]:
         """(path, role) of every file the globs name, sorted by path; findings for the rest."""
-        entries = _walk(self.root, self.findings)
+        entries = walk_tree(self.root, self.findings)
         cfg = self.config
         role_globs = {
             "ledger": cfg.ledger_globs,
@@ -604,10 +104,10 @@ class Analyzer:
         chosen: dict[str, str] = {}
         for role in ROLES:
             for pattern in role_globs[role]:
-                glob = _compile_glob(pattern)
+                glob = compile_glob(pattern)
                 if glob is None:
                     self.findings.append(
-                        Finding(
+                        ParsedFinding(
                             "bad_glob",
                             "warn",
                             pattern,
@@ -634,7 +134,7 @@ class Analyzer:
                         chosen.setdefault(entry.rel, role)
                 if not hits:
                     self.findings.append(
-                        Finding(
+                        ParsedFinding(
                             "glob_no_match",
                             "info",
                             pattern,
@@ -644,8 +144,8 @@ class Analyzer:
                     )
         return sorted(chosen.items())
 
-    def _skip(self, entry: _Entry, why: str) -> None:
-        finding = Finding(
+    def _skip(self, entry: Entry, why: str) -> None:
+        finding = ParsedFinding(
             "symlink_skipped" if "link" in entry.kind else "not_regular_file",
             "warn",
             entry.rel,
@@ -673,27 +173,27 @@ class Analyzer:
         self._keys.clear()
         if self._spool is not None:
             self._spool.close()
-        self._spool = _TurnSpool()
+        self._spool = TurnSpool()
         self.key_report = KeyReport()
         self.trace_path = self.ledger_path = None
         self.reports = 0
         limits = self.config.limits
         for rel, role in self._discover():
             try:
-                data, size, sha = _read(self.root, rel, limits.max_file_bytes)
+                data, size, sha = read_capped(self.root, rel, limits.max_file_bytes)
             except OSError as exc:
                 why = (
                     "symbolic link; not followed"
                     if exc.errno in (errno.ELOOP, errno.ENOTDIR)
                     else f"cannot read: {exc.strerror or exc}"
                 )
-                self.findings.append(Finding("unreadable", "warn", rel, None, why))
+                self.findings.append(ParsedFinding("unreadable", "warn", rel, None, why))
                 continue
             if data is None:
                 result = ParseResult(
                     "unknown",
                     findings=[
-                        Finding(
+                        ParsedFinding(
                             "file_too_large",
                             "error",
                             rel,
@@ -706,7 +206,7 @@ class Analyzer:
             else:
                 result = parse_file(rel, data, limits, format_hint=_HINTS[role])
             profile = self._scan_file(rel, data)
-            if profile is not None and not _literal_bodies(result, data):
+            if profile is not None and not literal_bodies(result, data):
                 profile = None
             exchanges = len(self.exchanges)
             self._absorb(rel, role, data, size, sha, result)
@@ -760,8 +260,8 @@ class Analyzer:
             self.facts.append(self._facts(rel, size, sha, recording, load_doc))
             for interaction in recording.interactions:
                 exchange = normalise(
-                    _payload(interaction.request_body),
-                    _payload(interaction.response_body),
+                    body_payload(interaction.request_body),
+                    body_payload(interaction.response_body),
                     interaction.url,
                 )
                 if exchange.provider == "unknown":
@@ -772,29 +272,29 @@ class Analyzer:
         """What threading needs of an exchange (message keys); the rest goes to the spool."""
         assert self._spool is not None
         keys = self._keys
-        if len(keys) >= _MEMO_MAX:
+        if len(keys) >= MEMO_MAX:
             keys.clear()  # keys already handed out stay shared; new ones start a new table
-        request = [m for m in map(_compact_message, ex.request_messages) if m is not None]
-        response = _compact_message(ex.response)
+        request = [m for m in map(compact_message, ex.request_messages) if m is not None]
+        response = compact_message(ex.response)
         request_keys = []
         offsets = []
         for message in request:
-            key = _lean_key(threads.message_key(message))
+            key = lean_key(threads.message_key(message))
             request_keys.append(keys.setdefault(key, key))
-            offsets.append(self._spool.add(_message_dict(message), shared=True))
+            offsets.append(self._spool.add(message_dict(message), shared=True))
         reply = reply_at = None
         if response is not None:
-            reply = _lean_key(threads.message_key(response))
+            reply = lean_key(threads.message_key(response))
             reply = keys.setdefault(reply, reply)
-            reply_at = self._spool.add(_message_dict(response), shared=True)
-        payload = self._spool.add((_small_usage(ex.usage), tuple(offsets), reply_at))
+            reply_at = self._spool.add(message_dict(response), shared=True)
+        payload = self._spool.add((small_usage(ex.usage), tuple(offsets), reply_at))
         model = ex.model
         if isinstance(model, str):
             model = sys.intern(model) if len(model) <= 200 else model
         return threads.KeyedExchange(tuple(request_keys), reply, model, payload)
 
     def _facts(
-        self, rel: str, size: int, sha: str, rec: Recording, load_doc: Callable[[], Any]
+        self, rel: str, size: int, sha: str, rec: ParsedRecording, load_doc: Callable[[], Any]
     ) -> RecordingFacts:
         """Compact facts of one recording: key comparison, model, times, size."""
         volatile = tuple(self.config.volatile_fields)
@@ -898,7 +398,7 @@ class Analyzer:
             self._add_hits(secrets.scan_url(interaction.url, rel))
         for body in (interaction.request_body, interaction.response_body):
             notes = set((body.encoding_note or "").split("; "))
-            if text_scanned and not notes & _DECODED:
+            if text_scanned and not notes & DECODED_NOTES:
                 continue
             if body.json is not None and not any(n.startswith("sse") for n in notes):
                 self._add_hits(secrets.scan_json(body.json, rel))
@@ -936,16 +436,16 @@ class Analyzer:
     def _scan_tree(self) -> None:
         """Scan every regular text file (links never followed) up to max_scan_file_bytes."""
         cap = self.config.max_scan_file_bytes
-        for entry in _walk(self.root, []):
+        for entry in walk_tree(self.root, []):
             if entry.kind != "file" or entry.rel in self._text_scanned:
                 continue
             try:
-                data, size, _ = _read(self.root, entry.rel, cap, hash_large=False)
+                data, size, _ = read_capped(self.root, entry.rel, cap, hash_large=False)
             except OSError:
                 continue
             if data is None:
                 self.findings.append(
-                    Finding(
+                    ParsedFinding(
                         "not_scanned",
                         "info",
                         entry.rel,
@@ -985,11 +485,11 @@ class Analyzer:
             for turn in thread.turns:
                 yield index, self._turn_view(turn)
 
-    def _turn_view(self, turn: threads.Turn) -> TurnView:
+    def _turn_view(self, turn: threads.ParsedTurn) -> TurnView:
         path, interaction_index = turn.exchange_ref
         if turn.payload is None:  # a plain Exchange (never from files(), kept for callers)
-            new_messages = [_message_dict(m) for m in turn.new_messages]
-            response = _message_dict(turn.response) if turn.response else None
+            new_messages = [message_dict(m) for m in turn.new_messages]
+            response = message_dict(turn.response) if turn.response else None
             usage = dict(turn.usage)
         else:
             if self._spool is None:

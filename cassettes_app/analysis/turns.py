@@ -1,0 +1,226 @@
+"""Compact turns: messages cut to TEXT_CAP, their keys, and the spool that holds them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from cassettes_app.formats.base import (
+    Body,
+)
+from cassettes_app.providers import Message, ToolCall, ToolResult
+
+TEXT_CAP = 20_000  # characters of one message text kept for threads and display
+
+# Marks a text cut to TEXT_CAP; the digest after it keeps distinct long texts distinct when
+# threads compare messages.
+_CUT = "\x00cut\x00"  # ASCII, so a cut text stays one byte per character
+
+
+@dataclass(frozen=True, slots=True)
+class TurnView:
+    """One model call of a rebuilt conversation, as plain JSON-able data."""
+
+    index: int
+    path: str
+    interaction_index: int
+    new_messages: list[dict[str, Any]]
+    response: dict[str, Any] | None
+    model: str | None
+    usage: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadView:
+    """One rebuilt conversation; a fork names (thread index, turn position) it left."""
+
+    index: int
+    turns: list[TurnView]
+    forked_from: tuple[int, int] | None = None
+
+
+def _cap(text: str) -> str:
+    """Cut a long text to TEXT_CAP, keeping a digest so distinct texts stay distinct."""
+    if len(text) <= TEXT_CAP:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{text[:TEXT_CAP]}{_CUT}{digest}:{len(text)}"
+
+
+def _shown(text: str) -> tuple[str, bool]:
+    """The display form of a possibly cut text, and whether it was cut."""
+    head, cut, _ = text.partition(_CUT)
+    return (head, True) if cut else (text, False)
+
+
+def _compact_call(call: ToolCall) -> ToolCall:
+    raw = call.arguments_raw
+    args = call.arguments
+    if isinstance(raw, str) and len(raw) > TEXT_CAP:
+        raw = _cap(raw)
+        if call.arguments_valid:
+            args = raw
+    elif call.arguments_valid and not isinstance(args, str | int | float | bool | type(None)):
+        try:
+            text = json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)
+        except (TypeError, ValueError, RecursionError):
+            text = ""
+        if len(text) > TEXT_CAP:
+            args = _cap(text)
+    elif isinstance(args, str) and len(args) > TEXT_CAP:
+        args = _cap(args)
+    return ToolCall(call.id, call.name, args, raw, call.arguments_valid)
+
+
+def compact_message(message: Message | None) -> Message | None:
+    """The message without its raw payload, long texts capped (threads compare what is left)."""
+    if message is None:
+        return None
+    return Message(
+        role=message.role,
+        text=_cap(message.text if isinstance(message.text, str) else str(message.text)),
+        tool_calls=[_compact_call(c) for c in message.tool_calls],
+        tool_results=[
+            ToolResult(r.tool_call_id, _cap(str(r.content)), r.is_error, r.name)
+            for r in message.tool_results
+        ],
+        raw=None,
+    )
+
+
+def small_usage(usage: Any) -> dict[str, Any]:
+    if not isinstance(usage, dict):
+        return {}
+    try:
+        return usage if len(json.dumps(usage, default=str)) <= 4096 else {}
+    except (TypeError, ValueError, RecursionError):
+        return {}
+
+
+def message_dict(message: Message) -> dict[str, Any]:
+    """A message as plain JSON-able data; cut texts carry "truncated": true."""
+    truncated = False
+
+    def show(text: Any) -> str:
+        nonlocal truncated
+        shown, cut = _shown(text if isinstance(text, str) else str(text))
+        truncated = truncated or cut
+        return shown
+
+    calls = []
+    for call in message.tool_calls:
+        args = call.arguments
+        if isinstance(args, str):
+            args = show(args)
+        calls.append(
+            {
+                "id": call.id,
+                "name": call.name,
+                "arguments": args,
+                "arguments_valid": call.arguments_valid,
+            }
+        )
+    out: dict[str, Any] = {
+        "role": message.role,
+        "text": show(message.text),
+        "tool_calls": calls,
+        "tool_results": [
+            {"tool_call_id": r.tool_call_id, "content": show(r.content)}
+            for r in message.tool_results
+        ],
+    }
+    if truncated:
+        out["truncated"] = True
+    return out
+
+
+# Key parts longer than this are kept as a 128-bit digest: threads only compare keys.
+_KEY_PART_MAX = 32
+
+
+def _key_part(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > _KEY_PART_MAX:
+        return hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    return value
+
+
+def lean_key(key: tuple) -> tuple:
+    """`threads.message_key` with every long text replaced by its digest.
+
+    Equal keys stay equal and distinct ones distinct (short parts are kept as text, long
+    ones as bytes, so a text can never equal a digest); the role stays first.
+    """
+    role, text, calls, results = key
+    return (
+        _key_part(role),
+        _key_part(text),
+        tuple([(_key_part(name), _key_part(args)) for name, args in calls]),
+        tuple([_key_part(r) for r in results]),
+    )
+
+
+# Entries of the spool's and the key interner's lookup tables before they start afresh.
+# Forgetting costs a second copy of a message on disk, or of a key in memory, never a
+# difference in results; remembering all would grow with the archive.
+MEMO_MAX = 65_536
+
+
+class TurnSpool:
+    """What the turns of a conversation show, kept in a temporary file instead of memory.
+
+    Each distinct message (as `message_dict` renders it) is written once, whatever the
+    number of requests repeating it (within the last MEMO_MAX distinct ones); an exchange
+    keeps only the offsets of its messages.
+    """
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the analyser
+        self._size = 0
+        self._reading = False
+        self._offsets: dict[bytes, int] = {}
+
+    def _write(self, data: bytes) -> int:
+        if self._reading:
+            self._file.seek(self._size)
+            self._reading = False
+        offset = self._size
+        self._file.write(len(data).to_bytes(8, "little"))
+        self._file.write(data)
+        self._size += 8 + len(data)
+        return offset
+
+    def add(self, value: Any, *, shared: bool = False) -> int:
+        """Store a value; `shared` ones are stored once per distinct content."""
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        if not shared:
+            return self._write(data)
+        digest = hashlib.blake2b(data, digest_size=16).digest()
+        offset = self._offsets.get(digest)
+        if offset is None:
+            if len(self._offsets) >= MEMO_MAX:
+                self._offsets.clear()
+            offset = self._offsets[digest] = self._write(data)
+        return offset
+
+    def get(self, offset: int) -> Any:
+        """The value stored at `offset` (a fresh copy each time)."""
+        if not self._reading:
+            self._file.flush()
+            self._reading = True
+        self._file.seek(offset)
+        size = int.from_bytes(self._file.read(8), "little")
+        return pickle.loads(self._file.read(size))  # noqa: S301 - our own temporary file
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def body_payload(body: Body) -> Any:
+    """What providers.normalise reads: parsed JSON when there is some, else the text."""
+    if body.json is not None:
+        return body.json
+    return body.text or None

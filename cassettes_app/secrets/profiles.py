@@ -1,0 +1,111 @@
+"""Text profiles: which provider rules can match a text at all, found in one pass."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from cassettes_app.secrets.detectors import _GENERIC_FINDERS, _PROVIDERS
+from cassettes_app.secrets.rules import _as_text
+
+# What each _PROVIDERS pattern cannot match without (case kept): a pattern made only of
+# literals, which a substring of a text matches only where the text does.
+_PROVIDER_NEEDLES: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(needle)
+    for needle in (
+        r"sk-",
+        r"AIza",
+        r"A(?:KIA|SIA|BIA|CCA)",
+        r"gh[pousr]_",
+        r"github_pat_",
+        r"xox[baprse]-",
+        r"hooks\.slack\.com/",
+        r"eyJ",
+        r"-----BEGIN ",
+        r"hf_",
+        r"k_live_",
+    )
+)
+
+assert len(_PROVIDER_NEEDLES) == len(_PROVIDERS)
+
+# The needles grouped by a character each of them holds, as patterns anchored on that
+# character (looking back or ahead from it). One pass per group finds every place where
+# some needle of the group occurs; a group whose character is missing (memchr finds that
+# out at once) costs nothing.
+_PROVIDER_GROUPS: tuple[tuple[str, tuple[tuple[int, str], ...]], ...] = (
+    ("-", ((0, r"-(?<=sk-)"), (5, r"-(?<=xox[baprse]-)"), (8, r"-(?=----BEGIN )"))),
+    (
+        "_",
+        (
+            (3, r"_(?<=gh[pousr]_)"),
+            (4, r"_(?<=github_pat_)"),
+            (9, r"_(?<=hf_)"),
+            (10, r"_(?<=k_live_)"),
+        ),
+    ),
+    ("A", ((1, r"A(?=Iza)"), (2, r"A(?=KIA|SIA|BIA|CCA)"))),
+    ("/", ((6, r"/(?<=hooks\.slack\.com/)"),)),
+    ("J", ((7, r"J(?<=eyJ)"),)),
+)
+
+assert sorted(i for _, group in _PROVIDER_GROUPS for i, _ in group) == list(range(len(_PROVIDERS)))
+
+# Per group: the gate, one pattern for any needle of it, and each needle's own pattern.
+_PROVIDER_FINDERS = tuple(
+    (
+        gate,
+        re.compile("|".join(pattern for _, pattern in group)),
+        tuple((i, re.compile(pattern)) for i, pattern in group),
+    )
+    for gate, group in _PROVIDER_GROUPS
+)
+
+
+def _providers_present(text: str) -> frozenset[int]:
+    """Indices of the _PROVIDER_NEEDLES found in text (each group in one pass)."""
+    found: set[int] = set()
+    for gate, any_needle, needles in _PROVIDER_FINDERS:
+        if gate not in text:
+            continue
+        for match in any_needle.finditer(text):
+            # Several needles may share this anchor (xoxb-----BEGIN): try each of them here.
+            at = match.start()
+            found.update(i for i, needle in needles if needle.match(text, at))
+            if all(i in found for i, _ in needles):
+                break
+    return frozenset(found)
+
+
+class TextProfile(NamedTuple):
+    """Which rules could fire on a text, or on any piece of it, by the literals it holds.
+
+    Every rule needs its literal (a provider prefix such as ``sk-``, or a name such as
+    ``token`` in the lowercased text), so a rule whose literal is missing from a text
+    matches nowhere in it, nor in any substring of it. Profiling a file once lets its scan
+    and the redaction of every body cut from it skip those rules. A text with an empty
+    profile holds no secret and needs no redaction.
+    """
+
+    providers: frozenset[int]  # indices into _PROVIDERS
+    generic: frozenset[int]  # indices into _GENERIC
+
+    @property
+    def empty(self) -> bool:
+        """True when no rule can fire: nothing to find, nothing to redact."""
+        return not self.providers and not self.generic
+
+
+def _profile(text: str) -> tuple[TextProfile, str]:
+    """The profile of text, and its lowercased copy (str.lower, so a superset of literals)."""
+    providers = _providers_present(text)
+    # str.lower maps each character on its own (final sigma aside, never ASCII), so a name
+    # found by _ascii_lower in any piece of this text is also found in this copy.
+    low = text.lower()
+    generic = frozenset(i for i, found in enumerate(_GENERIC_FINDERS) if found(low))
+    return TextProfile(providers, generic), low
+
+
+def text_profile(text: str) -> TextProfile:
+    """The rules that could fire on text or on any substring of it (see TextProfile)."""
+    return _profile(_as_text(text))[0]
