@@ -28,9 +28,9 @@ def test_app_code_names_checks_through_the_catalog_not_literals() -> None:
     ids = "|".join(re.escape(i) for i in catalog.CATALOG)
     literal = re.compile(rf"[\"'](?:{ids})[\"']")
     offenders = []
-    for app in ("reviewer", "submissions"):
+    for app in ("reviewer", "submissions", "cassettes_app"):
         for path in (ROOT / app).rglob("*.py"):
-            if "migrations" in path.parts:
+            if "migrations" in path.parts or path.name == "catalog.py":
                 continue
             for number, line in enumerate(path.read_text().splitlines(), 1):
                 if literal.search(line):

@@ -15,14 +15,13 @@ import pytest
 
 from cassettes_app.formats import parse_path
 from cassettes_app.formats.base import TraceHop
+from cassettes_app.hops import is_model_hop, stub_hops
 from submissions.checks.trace_live import (
     RowResult,
-    is_model_hop,
     json_equal,
     mask_volatile,
     probe_body_from_hops,
     redrive,
-    stub_hops,
     trace_idempotency_enforced,
     trace_live_match,
 )

@@ -9,6 +9,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cassettes_app.checks import CheckOutcome, skip
+from cassettes_app.checks.catalog import (
+    FRESH,
+    KEYS_MATCH,
+    MODEL_METADATA,
+    NO_SECRETS,
+    PER_TURN,
+    PRUNED,
+)
 from cassettes_app.config import AnalysisConfig
 from cassettes_app.keys import NO_VARIANT
 from cassettes_app.secrets import LEAK, SecretHit
@@ -204,7 +212,7 @@ def _age_days(now: dt.datetime, when: dt.datetime) -> int:
 
 def cassettes_keys_match(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> CheckOutcome:
     """Establishes that each stored key equals the key recomputed from its canonical request."""
-    check = "cassettes.keys_match"
+    check = KEYS_MATCH
     report = key_report(facts)
     if not report.entries:
         keyed_elsewhere = [f for f in facts if f.key is not None]
@@ -245,7 +253,7 @@ def cassettes_keys_match(facts: Sequence[RecordingFacts], config: AnalysisConfig
 
 def cassettes_no_secrets(hits: Iterable[SecretHit]) -> CheckOutcome:
     """Establishes that no credential sits in recordings, traces, logs or repo files."""
-    check = "cassettes.no_secrets"
+    check = NO_SECRETS
     leaks: list[SecretHit] = []
     placeholders: list[SecretHit] = []
     for hit in hits:
@@ -287,7 +295,7 @@ def cassettes_no_secrets(hits: Iterable[SecretHit]) -> CheckOutcome:
 
 def cassettes_model_metadata(facts: Sequence[RecordingFacts]) -> CheckOutcome:
     """Establishes that every recording names its model and its recording time."""
-    check = "cassettes.model_metadata"
+    check = MODEL_METADATA
     if not facts:
         return skip(check, "no recordings")
     evidence: list[dict[str, Any]] = []
@@ -325,7 +333,7 @@ def _model_ok(seen: str, expected: str) -> bool:
 
 def cassettes_fresh(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> CheckOutcome:
     """Establishes that recordings are young enough, not dated after upload, of the right model."""
-    check = "cassettes.fresh"
+    check = FRESH
     if not facts:
         return skip(check, "no recordings")
     now = config.now
@@ -405,7 +413,7 @@ def cassettes_fresh(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> 
 
 def cassettes_pruned(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> CheckOutcome:
     """Establishes that no recording is stored twice (key or bytes) and the total is under cap."""
-    check = "cassettes.pruned"
+    check = PRUNED
     files: dict[str, RecordingFacts] = {}
     for f in facts:
         files.setdefault(f.path, f)  # one file can hold several recordings (HAR, agent logs)
@@ -493,7 +501,7 @@ def cassettes_pruned(facts: Sequence[RecordingFacts], config: AnalysisConfig) ->
 def cassettes_per_turn(blobs: Iterable[Any], facts: Sequence[RecordingFacts]) -> CheckOutcome:
     """Establishes that conversations are stored one turn per recording, not as one blob."""
     # `blobs` are threads.multi_turn_blobs refs: (path, interaction index) pairs.
-    check = "cassettes.per_turn"
+    check = PER_TURN
     if not facts:
         return skip(check, "no recordings")
     evidence: list[dict[str, Any]] = []

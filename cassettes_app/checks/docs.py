@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cassettes_app.checks import CheckOutcome, skip
+from cassettes_app.checks.catalog import ENTRYPOINTS, REPLAY_NOTES
 
 __all__ = [
     "ENTRYPOINTS",
@@ -29,8 +30,8 @@ __all__ = [
     "replay_note_fields",
 ]
 
-ENTRYPOINTS = "docs.entrypoints"
-REPLAY_NOTES = "docs.replay_notes"
+ENTRYPOINTS = ENTRYPOINTS
+REPLAY_NOTES = REPLAY_NOTES
 
 MAX_READ = 1024 * 1024
 

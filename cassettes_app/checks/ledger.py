@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cassettes_app.checks import CheckOutcome, skip
+from cassettes_app.checks.catalog import LEDGER_CONSISTENT
 from cassettes_app.formats.base import LedgerEntry
 
 __all__ = ["CHECK_ID", "MAX_ATTEMPTS", "classify_event", "ledger_consistent"]
 
-CHECK_ID = "ledger.consistent"
+CHECK_ID = LEDGER_CONSISTENT
 
 # One try plus at most one retry before the fallback (the ticket-service brief).
 MAX_ATTEMPTS = 2

@@ -15,6 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from cassettes_app.checks import CheckOutcome, skip
+from cassettes_app.checks.catalog import (
+    IDEMPOTENCY_KEYS_LOGGED,
+    NO_INVENTED_IDS,
+    STUB_HOPS_PRESENT,
+    TOOL_CALLS_REACH_STUB,
+)
 from cassettes_app.formats.base import TraceHop
 from cassettes_app.hops import MODEL, STUB, hop_kind, is_model_hop, json_body
 from cassettes_app.providers import normalise
@@ -32,10 +38,10 @@ __all__ = [
     "trace_tool_calls_reach_stub",
 ]
 
-STUB_HOPS_PRESENT = "trace.stub_hops_present"
-TOOL_CALLS_REACH_STUB = "trace.tool_calls_reach_stub"
-NO_INVENTED_IDS = "trace.no_invented_ids"
-IDEMPOTENCY_KEYS_LOGGED = "trace.idempotency_keys_logged"
+STUB_HOPS_PRESENT = STUB_HOPS_PRESENT
+TOOL_CALLS_REACH_STUB = TOOL_CALLS_REACH_STUB
+NO_INVENTED_IDS = NO_INVENTED_IDS
+IDEMPOTENCY_KEYS_LOGGED = IDEMPOTENCY_KEYS_LOGGED
 
 DEFAULT_ID_PATTERN = r"ord_[0-9a-f]+"
 

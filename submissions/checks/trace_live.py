@@ -43,6 +43,7 @@ import httpx
 from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.catalog import IDEMPOTENCY_ENFORCED, LIVE_MATCH
 from cassettes_app.formats.base import TraceHop, get_header
+from cassettes_app.hops import stub_hops
 from submissions.net.outbound import (
     DEFAULT_HEADERS,
     OutboundError,
@@ -64,58 +65,6 @@ GIVE_UP_AFTER = 3
 # Values longer than this are shown cut in evidence (the comparison uses the whole value).
 PREVIEW_CHARS = 2000
 RESPONSE_PREVIEW_BYTES = 4000
-
-# --- which hops belong to the stub ---------------------------------------------------------
-
-_MODEL_PATH_SUFFIXES = (
-    "/chat/completions",
-    "/v1/completions",
-    "/v1/messages",
-    "/v1/responses",
-    "/openai/responses",
-    "/v1/embeddings",
-)
-_MODEL_HOSTS = (
-    "api.openai.com",
-    "openai.azure.com",
-    "api.anthropic.com",
-    "generativelanguage.googleapis.com",
-    "aiplatform.googleapis.com",
-    "api.mistral.ai",
-    "api.groq.com",
-    "openrouter.ai",
-    "api.together.xyz",
-    "api.together.ai",
-    "api.deepseek.com",
-    "api.cohere.com",
-    "api.cohere.ai",
-    "api.fireworks.ai",
-    "api.x.ai",
-    "api.perplexity.ai",
-)
-
-
-def is_model_hop(hop: TraceHop) -> bool:
-    """True for a model chat hop (by URL path or a known provider host), not a stub hop."""
-    try:
-        parts = urlsplit(hop.url or "")
-    except ValueError:
-        return False
-    path = parts.path.rstrip("/").lower()
-    host = (parts.hostname or "").lower()
-    if ":generatecontent" in path or ":streamgeneratecontent" in path:
-        return True
-    if path.endswith(_MODEL_PATH_SUFFIXES):
-        return True
-    if host.startswith("bedrock-runtime."):
-        return True
-    return any(host == h or host.endswith("." + h) for h in _MODEL_HOSTS)
-
-
-def stub_hops(hops: Iterable[TraceHop]) -> list[TraceHop]:
-    """The hops that went to the stub (have a URL and are not model chat), in file order."""
-    return [h for h in hops if h.url and not is_model_hop(h)]
-
 
 # --- results -------------------------------------------------------------------------------
 
