@@ -41,6 +41,130 @@ _NET_EVENTS = frozenset({"socket.connect", "socket.sendto", "socket.getaddrinfo"
 _EVENTS = _SPAWN_EVENTS | _NET_EVENTS | {"open", "os.system"}
 
 
+def _text(value: object) -> object:
+    """Make value JSON-safe and short."""
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode("utf-8", "backslashreplace")
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value[:_TEXT_KEEP] if isinstance(value, str) else value
+    if isinstance(value, (tuple, list)):
+        return [_text(v) for v in list(value)[:_ARGV_KEEP]]
+    try:
+        return str(os.fspath(value))[:_TEXT_KEEP]  # type: ignore[arg-type]
+    except TypeError:
+        return type(value).__name__
+
+
+def _argv_of(args: object) -> object:
+    """Return argv[0..3] of a spawn argument (str, bytes, path or sequence)."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return [_text(args)]
+    try:
+        return [_text(a) for a in list(args)[:_ARGV_KEEP]]  # type: ignore[call-overload]
+    except TypeError:
+        return [_text(args)]
+
+
+def _record(event: str, args: tuple) -> dict | None:
+    """The fields kept of a network or spawn event (opens are filtered by _Auditor)."""
+    if event == "socket.getaddrinfo":
+        return {"host": _text(args[0]), "port": _text(args[1])}
+    if event in _NET_EVENTS:
+        return {"address": _text(args[1])}
+    if event == "os.system":
+        return {"command": _text(args[0])}
+    if event == "subprocess.Popen":
+        return {"argv": _argv_of(args[1] if args[1] is not None else args[0])}
+    # os.exec, os.posix_spawn: (path, argv, env)
+    return {"argv": _argv_of(args[1])}
+
+
+class _Auditor:
+    """The hook's state: where to log, what to watch, how much was written."""
+
+    def __init__(self, log_path: str, root: str, watch: tuple[str, ...]) -> None:
+        import _thread  # builtin; threading itself may not be imported yet
+
+        self.log_path = log_path
+        self.root = root
+        self.watch = watch
+        self.stdlib = os.path.dirname(os.__file__) + os.sep
+        # Thread ids inside the hook: audited calls the hook makes must not recurse.
+        self.busy: set[int] = set()
+        self.get_ident = _thread.get_ident
+        self.events = 0
+        self.bytes = 0
+        self.done = False
+        self.json = None
+
+    def caller(self) -> str | None:
+        """Return file:line of the first frame that is the candidate's own code."""
+        frame = sys._getframe(2)
+        fallback = None
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if name != __file__ and not name.startswith("<frozen"):
+                if fallback is None:
+                    fallback = f"{name}:{frame.f_lineno}"
+                if not name.startswith(self.stdlib) and "-packages" + os.sep not in name:
+                    if name.startswith(self.root + os.sep):
+                        name = name[len(self.root) + 1 :]
+                    return f"{name}:{frame.f_lineno}"
+            frame = frame.f_back
+        return fallback
+
+    def watched_open(self, args: tuple) -> dict | None:
+        """Return the event for an open under a watched folder, else None."""
+        path, mode, flags = (*tuple(args), None, None, None)[:3]
+        if isinstance(path, int) or not self.watch:
+            return None
+        path = os.fsdecode(os.fspath(path))
+        full = os.path.normpath(path if os.path.isabs(path) else os.path.join(os.getcwd(), path))
+        root = self.root
+        for w in self.watch:
+            if full == w or full.startswith(w + os.sep):
+                rel = full[len(root) + 1 :] if full.startswith(root + os.sep) else full
+                return {"path": rel, "mode": mode, "flags": flags}
+        return None
+
+    def write(self, record: dict) -> None:
+        """Append one JSON line; open-write-close so a closed or reused fd is never hit."""
+        if self.json is None:
+            import json as json_module  # lazily: most processes never log anything
+
+            self.json = json_module
+        json = self.json
+        line = (json.dumps(record, default=str, ensure_ascii=True) + "\n").encode()
+        if self.events >= MAX_EVENTS or self.bytes + len(line) > MAX_BYTES:
+            self.done = True
+            line = (json.dumps({"event": "cr.audit.truncated", "pid": os.getpid()}) + "\n").encode()
+        # O_NOFOLLOW and no O_CREAT: only the file the worker pre-created is ever written.
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+        self.events += 1
+        self.bytes += len(line)
+
+    def hook(self, event: str, args: tuple) -> None:
+        """Record the events we care about; swallow every error."""
+        if event not in _EVENTS or self.done:
+            return
+        me = self.get_ident()
+        if me in self.busy:
+            return
+        self.busy.add(me)
+        try:
+            record = self.watched_open(args) if event == "open" else _record(event, args)
+            if record is not None:
+                self.write({"event": event, **record, "caller": self.caller(), "pid": os.getpid()})
+        except Exception:
+            pass
+        finally:
+            self.busy.discard(me)
+
+
 def _install() -> None:
     """Install the audit hook when CR_AUDIT_LOG names a log file."""
     log_path = os.environ.get("CR_AUDIT_LOG")
@@ -52,116 +176,7 @@ def _install() -> None:
         for w in os.environ.get("CR_AUDIT_WATCH", "").split(":")
         if w.strip()
     )
-    this_file = __file__
-    stdlib = os.path.dirname(os.__file__) + os.sep
-    busy: set[int] = set()  # thread ids inside the hook: audited calls we make must not recurse
-    state = {"events": 0, "bytes": 0, "done": False}
-    import _thread  # builtin; threading itself may not be imported yet
-
-    get_ident = _thread.get_ident
-    json = None
-
-    def caller() -> str | None:
-        """Return file:line of the first frame that is the candidate's own code."""
-        frame = sys._getframe(2)
-        fallback = None
-        while frame is not None:
-            name = frame.f_code.co_filename
-            if name != this_file and not name.startswith("<frozen"):
-                if fallback is None:
-                    fallback = f"{name}:{frame.f_lineno}"
-                if not name.startswith(stdlib) and "-packages" + os.sep not in name:
-                    if name.startswith(root + os.sep):
-                        name = name[len(root) + 1 :]
-                    return f"{name}:{frame.f_lineno}"
-            frame = frame.f_back
-        return fallback
-
-    def text(value: object) -> object:
-        """Make value JSON-safe and short."""
-        if isinstance(value, (bytes, bytearray)):
-            value = bytes(value).decode("utf-8", "backslashreplace")
-        if isinstance(value, (str, int, float, bool)) or value is None:
-            return value[:_TEXT_KEEP] if isinstance(value, str) else value
-        if isinstance(value, (tuple, list)):
-            return [text(v) for v in list(value)[:_ARGV_KEEP]]
-        try:
-            return str(os.fspath(value))[:_TEXT_KEEP]  # type: ignore[arg-type]
-        except TypeError:
-            return type(value).__name__
-
-    def argv_of(args: object) -> object:
-        """Return argv[0..3] of a spawn argument (str, bytes, path or sequence)."""
-        if isinstance(args, (str, bytes, os.PathLike)):
-            return [text(args)]
-        try:
-            return [text(a) for a in list(args)[:_ARGV_KEEP]]  # type: ignore[call-overload]
-        except TypeError:
-            return [text(args)]
-
-    def watched_open(args: tuple) -> dict | None:
-        """Return the event for an open under a watched folder, else None."""
-        path, mode, flags = (*tuple(args), None, None, None)[:3]
-        if isinstance(path, int) or not watch:
-            return None
-        path = os.fsdecode(os.fspath(path))
-        full = os.path.normpath(path if os.path.isabs(path) else os.path.join(os.getcwd(), path))
-        for w in watch:
-            if full == w or full.startswith(w + os.sep):
-                rel = full[len(root) + 1 :] if full.startswith(root + os.sep) else full
-                return {"path": rel, "mode": mode, "flags": flags}
-        return None
-
-    def write(record: dict) -> None:
-        """Append one JSON line; open-write-close so a closed or reused fd is never hit."""
-        nonlocal json
-        if json is None:
-            import json as json_module  # lazily: most processes never log anything
-
-            json = json_module
-        line = (json.dumps(record, default=str, ensure_ascii=True) + "\n").encode()
-        if state["events"] >= MAX_EVENTS or state["bytes"] + len(line) > MAX_BYTES:
-            state["done"] = True
-            line = (json.dumps({"event": "cr.audit.truncated", "pid": os.getpid()}) + "\n").encode()
-        # O_NOFOLLOW and no O_CREAT: only the file the worker pre-created is ever written.
-        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
-        state["events"] += 1
-        state["bytes"] += len(line)
-
-    def hook(event: str, args: tuple) -> None:
-        """Record the events we care about; swallow every error."""
-        if event not in _EVENTS or state["done"]:
-            return
-        me = get_ident()
-        if me in busy:
-            return
-        busy.add(me)
-        try:
-            record: dict | None
-            if event == "open":
-                record = watched_open(args)
-            elif event == "socket.getaddrinfo":
-                record = {"host": text(args[0]), "port": text(args[1])}
-            elif event in _NET_EVENTS:
-                record = {"address": text(args[1])}
-            elif event == "os.system":
-                record = {"command": text(args[0])}
-            elif event == "subprocess.Popen":
-                record = {"argv": argv_of(args[1] if args[1] is not None else args[0])}
-            else:  # os.exec, os.posix_spawn: (path, argv, env)
-                record = {"argv": argv_of(args[1])}
-            if record is not None:
-                write({"event": event, **record, "caller": caller(), "pid": os.getpid()})
-        except Exception:
-            pass
-        finally:
-            busy.discard(me)
-
-    sys.addaudithook(hook)
+    sys.addaudithook(_Auditor(log_path, root, watch).hook)
 
 
 try:
