@@ -29,6 +29,6 @@ elif DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 ENQUEUE_TIMEOUT_SECONDS = 2.0
-# Jobs take sandbox slots 0-3; tests/test_sandbox.py drives slots 7-4 directly, so the two
+# Jobs take sandbox slots 0-3; tests/slow/test_sandbox.py drives slots 7-4 directly, so the two
 # never contend for one uid when xdist runs them side by side.
 SANDBOX_SLOTS = 4

@@ -15,8 +15,8 @@ from django.conf import settings
 from django.db import connection
 
 from reviewer import celery_app
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 REDIS = ("127.0.0.1", 6379)
 
 

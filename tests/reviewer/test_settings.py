@@ -9,8 +9,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from reviewer.env import Env, load_or_create_secret_key
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 @pytest.mark.parametrize(

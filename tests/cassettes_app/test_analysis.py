@@ -16,9 +16,9 @@ import pytest
 from cassettes_app.analysis import TEXT_CAP, AnalysisConfig, Analyzer, glob_match
 from cassettes_app.checks import CheckOutcome
 from cassettes_app.keys import recompute_key
+from tests.paths import DEMO_REPOS, FIXTURES
 
-REPOS = Path(__file__).resolve().parent.parent / "demo" / "repos"
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "recordings"
+REPOS = DEMO_REPOS
 NOW = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
 VOLATILE = ("user", "request_id", "id", "created")
 CASSETTE = AnalysisConfig(

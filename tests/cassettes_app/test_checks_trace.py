@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +18,9 @@ from cassettes_app.checks.trace import (
 )
 from cassettes_app.formats import parse_path
 from cassettes_app.formats.base import TraceHop
+from tests.paths import DEMO_REPOS
 
-DEMO = Path(__file__).resolve().parent.parent / "demo" / "repos"
+DEMO = DEMO_REPOS
 OPENAI = "https://api.openai.com/v1/chat/completions"
 STUB = "http://127.0.0.1:8080/orders"
 PATH = "replay.jsonl"

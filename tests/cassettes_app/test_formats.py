@@ -17,8 +17,8 @@ from cassettes_app.formats import (
     parse_path,
     vcr,
 )
+from tests.paths import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "recordings"
 CASSETTE_KEY = "ed9c62e0ac547b69"
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,8 +11,9 @@ import pytest
 from cassettes_app.checks.ledger import classify_event, ledger_consistent
 from cassettes_app.formats import parse_path
 from cassettes_app.formats.base import LedgerEntry
+from tests.paths import DEMO_REPOS
 
-DEMO = Path(__file__).resolve().parent.parent / "demo" / "repos"
+DEMO = DEMO_REPOS
 PATH = "ledger.jsonl"
 
 

@@ -16,19 +16,21 @@ import pytest
 from cassettes_app import formats, safeload
 from cassettes_app.bodies import decode_body
 from cassettes_app.formats import ParsedFinding, ParseLimits, ParseResult, parse_file
-
-FIXTURES = Path(__file__).parent / "fixtures" / "recordings"
+from tests.paths import FIXTURES
 
 
 @contextmanager
-def under_a_second() -> Iterator[None]:
+def in_bounded_time() -> Iterator[None]:
+    """Hostile input is dealt with in bounded time: these run in ~0.5 s alone, and a linear
+    pass must not turn quadratic. The bound leaves room for a machine busy with other work
+    (the suite runs on two workers); speed itself is measured under bench/."""
     start = time.perf_counter()
     yield
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 3.0
 
 
 def parse(path: str, data: bytes, limits: ParseLimits | None = None) -> ParseResult:
-    with under_a_second():
+    with in_bounded_time():
         return parse_file(path, data, limits or ParseLimits())
 
 
@@ -302,7 +304,7 @@ def test_a_truncated_gzip_body_is_kept_partially_with_a_finding() -> None:
 
 def test_an_event_stream_of_a_million_events_is_capped() -> None:
     stream = 'data: {"seq": 1}\n\n' * 1_000_000
-    with under_a_second():
+    with in_bounded_time():
         body = decode_body(stream, {"Content-Type": "text/event-stream"}, ParseLimits())
     assert body.truncated
     assert body.encoding_note == "sse: 100000 events (unrecognised stream)"
@@ -315,7 +317,7 @@ def test_a_provider_stream_of_a_million_chunks_is_reassembled_up_to_the_cap() ->
         "choices": [{"index": 0, "delta": {"content": "x"}}],
     }
     stream = f"data: {json.dumps(chunk)}\n\n" * 1_000_000
-    with under_a_second():
+    with in_bounded_time():
         body = decode_body(
             stream, {"Content-Type": "text/event-stream"}, ParseLimits(max_events=10_000)
         )

@@ -16,8 +16,9 @@ from cassettes_app.checks.docs import (
     make_targets,
     replay_note_fields,
 )
+from tests.paths import DEMO_REPOS
 
-DEMO = Path(__file__).resolve().parent.parent / "demo" / "repos"
+DEMO = DEMO_REPOS
 VOLATILE = ["user", "request_id", "id", "created"]
 
 

@@ -5,15 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 from unittest import mock
 
 from django.core.management import call_command
 from django.urls import reverse
 
 from submissions.jobs import queue
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def test_pages_send_a_csp_without_inline_scripts(client, reviewer) -> None:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import importlib
 import re
-from pathlib import Path
 
 from cassettes_app.checks import catalog
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def test_every_catalog_id_names_the_function_that_computes_it() -> None:

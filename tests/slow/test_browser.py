@@ -16,9 +16,9 @@ from reviewer.demo import DEMO_DIR, zip_tree
 from submissions.assignments import assignment_apply, assignment_values
 from submissions.models import Submission
 from submissions.roles import HIRING_LEADS, REVIEWERS
+from tests.paths import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM_ARGS = [
     "--headless",

@@ -43,10 +43,9 @@ from submissions.sandbox import (
 )
 from submissions.sandbox.types import DEFAULT_RUNTIME
 from submissions.sandbox.uids import slot_lock, uid_pids
+from tests.paths import ROOT
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.xdist_group("sandbox")]
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _xdist_index() -> int:
