@@ -687,10 +687,7 @@ def redrive(
     pattern = re.compile(id_pattern)
     selected = stub_hops(hops)[: max(0, max_rows)]
     if not selected:
-        reason = "the trace has no stub hop to re-drive"
-        return CheckOutcome(
-            CHECK_LIVE, "skip", reason, [{"message": reason, "mode": "redrive"}]
-        ), []
+        return _nothing_to_redrive(), []
     trace_ids = [h.trace_id for h in hops if h.trace_id]
     rows: list[RowResult] = []
     try:
@@ -745,6 +742,11 @@ def redrive_requests(hops: list[TraceHop], base_url: str, *, max_rows: int = 500
     return out
 
 
+def _nothing_to_redrive() -> CheckOutcome:
+    reason = "the trace has no stub hop to re-drive"
+    return CheckOutcome(CHECK_LIVE, "skip", reason, [{"message": reason, "mode": "redrive"}])
+
+
 def judge_redrive(
     hops: list[TraceHop],
     answers: list[SafeResponse | str],
@@ -758,10 +760,7 @@ def judge_redrive(
     pattern = re.compile(id_pattern)
     selected = stub_hops(hops)[: max(0, max_rows)]
     if not selected:
-        reason = "the trace has no stub hop to re-drive"
-        return CheckOutcome(
-            CHECK_LIVE, "skip", reason, [{"message": reason, "mode": "redrive"}]
-        ), []
+        return _nothing_to_redrive(), []
     trace_ids = [h.trace_id for h in hops if h.trace_id]
     rows = []
     for hop, answer in zip(selected, answers, strict=False):
