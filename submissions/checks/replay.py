@@ -45,6 +45,25 @@ class Run:
         return self.output_text[-_TAIL:]
 
 
+def suite_blocker(run: Run) -> tuple[str, str] | None:
+    """Why a run cannot stand as evidence for the checks that build on it, or None.
+
+    ("error", why) when the suite could not run at all (the checks could not be judged),
+    ("skip", why) when it ran and failed (offline_pass reports that failure; the checks
+    that need a passing suite have nothing to judge).
+    """
+    r = run.result
+    module = missing_module(run.output_text) if r.exit_code != 0 else None
+    if module:
+        return "error", f"the suite could not run in {run.label}: no module {module!r}"
+    if r.timed_out:
+        return "skip", f"{run.label} was killed after the wall-time limit"
+    if r.exit_code != 0:
+        why = f", {r.killed_reason}" if r.killed_reason else ""
+        return "skip", f"{run.label} did not pass (exit {r.exit_code}{why})"
+    return None
+
+
 def replay_offline_pass(run: Run) -> CheckOutcome:
     """replay.offline_pass: the replay command exits 0 in the sandbox, network off."""
     r = run.result
@@ -83,14 +102,19 @@ def replay_byte_identical(run1: Run, run2: Run, outputs: list[str]) -> CheckOutc
     cid = BYTE_IDENTICAL
     if not outputs:
         return CheckOutcome(cid, "skip", "the assignment names no graded outputs")
+    for run in (run1, run2):
+        if blocked := suite_blocker(run):
+            status, why = blocked
+            return CheckOutcome(cid, status, f"{why}: its outputs are not compared")
     evidence: list[dict[str, object]] = []
     kinds = []
+    missing = []
     for path in outputs:
         a, b = run1.outputs.get(path), run2.outputs.get(path)
         if a is None or b is None:
-            missing = [label for label, v in (("run 1", a), ("run 2", b)) if v is None]
-            evidence.append({"path": path, "message": f"not written by {' and '.join(missing)}"})
-            kinds.append("missing")
+            absent = [label for label, v in (("run 1", a), ("run 2", b)) if v is None]
+            evidence.append({"path": path, "message": f"not written by {' and '.join(absent)}"})
+            missing.append(path)
             continue
         diff = classify(a, b, path)
         if diff.kind != "identical":
@@ -109,16 +133,26 @@ def replay_byte_identical(run1: Run, run2: Run, outputs: list[str]) -> CheckOutc
             evidence.append(
                 {"path": path, "message": f"identical ({len(a)} bytes, sha256 {digest})"}
             )
-    if not kinds:
+    if kinds:
         return CheckOutcome(
-            cid, "pass", f"{len(outputs)} graded output(s) byte-identical", evidence
+            cid, "fail", f"outputs differ: {', '.join(sorted(set(kinds)))}", evidence
         )
-    return CheckOutcome(cid, "fail", f"outputs differ: {', '.join(sorted(set(kinds)))}", evidence)
+    if missing:
+        # Committed copies are removed before each run, so nothing here was produced by it.
+        return CheckOutcome(
+            cid,
+            "skip",
+            f"graded output not written by the replay: {', '.join(missing)}",
+            evidence,
+        )
+    return CheckOutcome(cid, "pass", f"{len(outputs)} graded output(s) byte-identical", evidence)
 
 
 def replay_no_network_attempts(runs: list[Run]) -> CheckOutcome:
     """replay.no_network_attempts: no connect/resolve attempt was seen during replay."""
     cid = NO_NETWORK
+    if (blocked := suite_blocker(runs[0])) and blocked[0] == "error":
+        return CheckOutcome(cid, "error", f"{blocked[1]}: nothing ran to watch")
     attempts = [(run.label, e) for run in runs for e in network_attempts(run.result.audit_events)]
     note = "seen by the audit hook; the network namespace blocks them regardless"
     if not attempts:
@@ -135,6 +169,8 @@ def replay_recordings_used(run1: Run, recordings: list[str]) -> tuple[CheckOutco
     cid = RECORDINGS_USED
     read = files_read(run1.result.audit_events)
     used = {path for path in recordings if path in read}
+    if (blocked := suite_blocker(run1)) and blocked[0] == "error":
+        return CheckOutcome(cid, "error", f"{blocked[1]}: nothing ran to watch"), used
     if not recordings:
         return CheckOutcome(cid, "skip", "no recordings were found to watch"), used
     orphans = sorted(set(recordings) - used)
@@ -150,9 +186,18 @@ def replay_recordings_used(run1: Run, recordings: list[str]) -> tuple[CheckOutco
     return CheckOutcome(cid, "warn" if orphans else "pass", summary, evidence), used
 
 
-def replay_missing_fixture_fails_loudly(probes: list[tuple[str, str | None, Run]]) -> CheckOutcome:
-    """replay.missing_fixture_fails_loudly: without a used recording, the run fails and says so."""
+def replay_missing_fixture_fails_loudly(
+    probes: list[tuple[str, str | None, Run]], baseline: Run
+) -> CheckOutcome:
+    """replay.missing_fixture_fails_loudly: without a used recording, the run fails and says so.
+
+    Only against a suite that passes with every recording present (`baseline`): a failure
+    without one proves nothing when the suite failed anyway (an import, a broken test).
+    """
     cid = MISSING_FIXTURE
+    if blocked := suite_blocker(baseline):
+        status, why = blocked
+        return CheckOutcome(cid, status, f"{why} with every recording present: no probe judged")
     if not probes:
         return CheckOutcome(cid, "skip", "no recording was seen being read, so none was removed")
     evidence = []

@@ -21,6 +21,7 @@ from submissions.checks.replay import (
     replay_no_network_attempts,
     replay_offline_pass,
     replay_recordings_used,
+    suite_blocker,
 )
 from submissions.checks.replay_compare import (
     network_attempts,
@@ -90,9 +91,14 @@ def _run(
     with slot.workspace(tree) as workspace:
         if subdir:
             _nest(workspace, subdir, slot.uid)
+        # Before any candidate code runs the copy holds no planted links: plain unlink.
         if remove:
-            # Before any candidate code runs the copy holds no planted links: plain unlink.
             (workspace / subdir / remove).unlink()
+        for rel in outputs:
+            # A committed copy of a graded output must not pass for one this run wrote.
+            committed = workspace / subdir / rel
+            if committed.is_file() and not committed.is_symlink():
+                committed.unlink()
         cwd = f"{sandbox.WORK_MOUNT}/{subdir}" if subdir else sandbox.WORK_MOUNT
         result = slot.run(
             command,
@@ -175,6 +181,8 @@ def replay_run(job: Job, progress: Progress) -> Outcome:
             # A loader that opens every file makes "read" a weak signal: a silent pass after
             # removing a file it never needed proves nothing, so such probes try the next one.
             candidates = choose_probes(used, len(used), preferred=probe_preferred(rows))
+            if suite_blocker(run1) is not None:
+                candidates = []  # nothing to learn from removing a file from a failing suite
             conclusive = 0
             for i, removed in enumerate(candidates[: settings.REPLAY_MISSING_PROBE_TRIES]):
                 if conclusive >= settings.REPLAY_MISSING_PROBES:
@@ -192,7 +200,7 @@ def replay_run(job: Job, progress: Progress) -> Outcome:
     outcomes = [
         replay_offline_pass(run1),
         replay_byte_identical(run1, run2, outputs),
-        replay_missing_fixture_fails_loudly(probes),
+        replay_missing_fixture_fails_loudly(probes, run1),
         replay_no_network_attempts([run1, run2] + [p[2] for p in probes]),
         recordings_check,
     ]

@@ -251,6 +251,47 @@ def test_tests_that_need_the_network_fail_offline_with_the_attempt_named() -> No
 
 @pytest.mark.sandbox
 @pytest.mark.django_db
+def test_a_suite_that_cannot_import_judges_nothing_that_needs_it() -> None:
+    """The issue's repro: a good solution plus an import the runtime lacks, with the graded
+    file committed. Nothing that needed the suite to run may pass."""
+    files = _repo("result = {'answers': answers}")
+    files["run.py"] = "import tenacity  # not in the sandbox runtime\n" + files["run.py"]
+    files["out/answers.json"] = json.dumps({"answers": ["alpha", "beta"]}, sort_keys=True)
+    checks = _judge(files)
+    assert checks["replay.offline_pass"].status == "error"
+    identical = checks["replay.byte_identical"]
+    assert identical.status == "error" and "no module 'tenacity'" in identical.summary
+    missing = checks["replay.missing_fixture_fails_loudly"]
+    assert missing.status == "error" and "with every recording present" in missing.summary
+    assert "pass" not in {c.status for c in checks.values() if c.check_id.startswith("replay.")}
+
+
+@pytest.mark.sandbox
+@pytest.mark.django_db
+def test_a_committed_graded_output_is_not_taken_for_one_the_run_wrote() -> None:
+    files = _repo("result = {'answers': answers}")
+    files["run.py"] = "print('this run writes nothing')\n"
+    files["out/answers.json"] = json.dumps({"answers": ["alpha", "beta"]})
+    checks = _judge(files)
+    assert checks["replay.offline_pass"].status == "pass"
+    identical = checks["replay.byte_identical"]
+    assert identical.status == "skip"
+    assert "not written by the replay: out/answers.json" in identical.summary
+
+
+@pytest.mark.sandbox
+@pytest.mark.django_db
+def test_a_failing_suite_is_not_probed_for_missing_recordings() -> None:
+    files = _repo("result = {'answers': answers}\nsys.exit(3)")
+    checks = _judge(files)
+    assert checks["replay.offline_pass"].status == "fail"
+    assert checks["replay.byte_identical"].status == "skip"
+    missing = checks["replay.missing_fixture_fails_loudly"]
+    assert missing.status == "skip" and "run 1 did not pass (exit 3)" in missing.summary
+
+
+@pytest.mark.sandbox
+@pytest.mark.django_db
 def test_demo_good_cassette_repo_replays_cleanly() -> None:
     values = yaml.safe_load((DEMO_DIR / "assignments" / "cassette-triage.yaml").read_text())
     checks = _judge(DEMO_DIR / "repos" / "cassette-good", values)
