@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.db import transaction
 
+from cassettes_app.checks.rules import RuleError, validate_overrides
 from submissions.models import Assignment
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -81,7 +82,15 @@ _STR_KEYS = {
 _LIST_KEYS = {"graded_outputs", "recordings", "traces", "ledgers", "volatile_fields"}
 # `assignments/new/` is the new-assignment page, so no assignment may be called that.
 RESERVED_SLUGS = frozenset({"new"})
-_ALLOWED = {"slug", "shape", "stale_after_days", "service_port", "service_request", "ticket_schema"}
+_ALLOWED = {
+    "slug",
+    "shape",
+    "stale_after_days",
+    "service_port",
+    "service_request",
+    "ticket_schema",
+    "checks",
+}
 ALLOWED_KEYS = frozenset(_ALLOWED | _STR_KEYS | _LIST_KEYS)
 
 
@@ -153,6 +162,10 @@ def assignment_values(data: Any, *, base_dir: Path | None = None) -> dict[str, A
         raise _fail("id_pattern", f"not a valid regular expression: {exc}") from None
     values["id_pattern"] = values["id_pattern"] or "ord_[0-9a-f]+"
     values["ticket_schema"] = _load_schema(merged.get("ticket_schema"), base_dir)
+    try:
+        values["check_rules"] = validate_overrides(merged.get("checks"))
+    except RuleError as exc:
+        raise AssignmentError(str(exc)) from None
     return values
 
 

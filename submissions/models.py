@@ -46,6 +46,8 @@ class Assignment(models.Model):
     service_port = models.PositiveIntegerField(null=True, blank=True)
     service_request = models.JSONField(default=dict, blank=True)
     ticket_schema = models.JSONField(null=True, blank=True)
+    # Per-check overrides of the shape's rules (`checks:` in the assignment file).
+    check_rules = models.JSONField(default=dict, blank=True)
     # The rubric is named by slug: rubrics live in `reviewer`, which depends on this app,
     # never the other way round.
     rubric = models.SlugField(max_length=80, blank=True)

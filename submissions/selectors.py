@@ -8,8 +8,9 @@ from datetime import timedelta
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Q, QuerySet
 
-from cassettes_app.checks.catalog import IDEMPOTENCY_ENFORCED, NO_SECRETS
-from submissions.models import CheckResult, Job, Recording, Submission
+from cassettes_app.checks.catalog import CATALOG, IDEMPOTENCY_ENFORCED, NO_SECRETS
+from cassettes_app.checks.rules import shape_rules
+from submissions.models import Assignment, CheckResult, Job, Recording, Submission
 
 _LIST_CAP = 200
 
@@ -140,3 +141,19 @@ def evidence_context(
         "findings": findings.object_list if paged else list(submission.findings.all()[:200]),
         "findings_page": findings,
     }
+
+
+def assignment_rules(assignment: Assignment) -> list[dict[str, object]]:
+    """Every check with whether it applies to this assignment and what pass means, in
+    catalog order: the rules a reviewer reads before scoring."""
+    rules = shape_rules(assignment.shape, assignment.check_rules)
+    return [
+        {
+            "id": cid,
+            "title": spec.title,
+            "applies": rules[cid].applies,
+            "means": rules[cid].means if rules[cid].applies else rules[cid].reason,
+            "overridden": cid in (assignment.check_rules or {}),
+        }
+        for cid, spec in CATALOG.items()
+    ]

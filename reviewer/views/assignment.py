@@ -15,6 +15,7 @@ from submissions.assignments import PRESETS, AssignmentError, assignment_apply, 
 from submissions.forms import AssignmentForm, UploadForm
 from submissions.intake.upload import UploadRejected, submission_create
 from submissions.models import Assignment, Candidate, Submission
+from submissions.selectors import assignment_rules
 
 ASSIGNMENT_PAGE_SIZE = 50
 
@@ -55,6 +56,7 @@ def assignment_detail(request: HttpRequest, slug: str) -> HttpResponse:
         {
             "assignment": assignment,
             "rows": rows,
+            "rules": assignment_rules(assignment),
             "page": page,
             "form": form,
             "q": query,

@@ -376,3 +376,26 @@ def test_evidence_is_cached_once_jobs_end_and_rebuilt_when_a_job_runs(
         assert built.call_count == 4
         client.get(s.get_absolute_url(), {"findings": "1"})  # another page: its own entry
         assert built.call_count == 5
+
+
+def test_the_assignment_page_says_what_it_checks_and_why_not(client, reviewer) -> None:
+    from submissions.assignments import assignment_apply, assignment_values
+
+    assignment, _ = assignment_apply(
+        values=assignment_values(
+            {
+                "slug": "rt-rules",
+                "title": "RT <rules>",
+                "shape": "run-twice",
+                "checks": {"cassettes.fresh": {"applies": False, "reason": "<b>hand-made</b>"}},
+            }
+        )
+    )
+    client.force_login(reviewer)
+    page = client.get(f"/assignments/{assignment.slug}/").content.decode()
+    rules = page[page.index('id="rules"') :]
+    assert "What this assignment checks" in rules
+    assert "run-twice fixtures hold one response text each" in rules
+    assert "the run log (out/run.log) names the model" in rules
+    assert "&lt;b&gt;hand-made&lt;/b&gt;" in rules and "<b>hand-made</b>" not in rules
+    assert "(set by this assignment)" in rules

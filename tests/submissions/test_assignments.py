@@ -162,3 +162,51 @@ def test_assignment_urls_do_not_depend_on_their_order() -> None:
     assert resolve("/assignments/new/").url_name == "assignment_new"
     assert resolve("/assignments/newer/").url_name == "assignment"
     assert resolve("/assignments/new-cohort/compare/").url_name == "comparison"
+
+
+def test_checks_overrides_are_validated_and_stored(db) -> None:
+    from submissions.assignments import assignment_apply
+
+    values = assignment_values(
+        {
+            "slug": "rt",
+            "title": "Run twice",
+            "shape": "run-twice",
+            "checks": {"cassettes.fresh": {"applies": False, "reason": "fixtures are hand-made"}},
+        }
+    )
+    assignment, _ = assignment_apply(values=values)
+    assert assignment.check_rules == {
+        "cassettes.fresh": {"applies": False, "reason": "fixtures are hand-made"}
+    }
+    with pytest.raises(AssignmentError) as info:
+        assignment_values({"slug": "x", "title": "X", "checks": {"nope.nope": {"applies": 1}}})
+    assert "checks.nope.nope" in str(info.value)
+
+
+def test_a_check_that_does_not_apply_is_stored_as_skip_with_the_reason(db) -> None:
+    from cassettes_app.checks import CheckOutcome
+    from submissions.assignments import assignment_apply
+    from submissions.checks.store import checks_store
+    from submissions.models import Candidate, Submission
+
+    assignment, _ = assignment_apply(
+        values=assignment_values({"slug": "rt2", "title": "RT", "shape": "run-twice"})
+    )
+    submission = Submission.objects.create(
+        candidate=Candidate.objects.create(name="A"), assignment=assignment, archive_sha256="1" * 64
+    )
+    checks_store(
+        submission,
+        None,
+        [
+            CheckOutcome("cassettes.per_turn", "fail", "3 conversations stored as one blob"),
+            CheckOutcome("cassettes.fresh", "pass", "all fresh"),
+        ],
+    )
+    stored = {c.check_id: c for c in submission.checks.all()}
+    assert stored["cassettes.per_turn"].status == "skip"
+    assert stored["cassettes.per_turn"].summary == (
+        "does not apply to the run-twice task: run-twice fixtures hold one response text each"
+    )
+    assert stored["cassettes.fresh"].status == "pass"
