@@ -24,7 +24,7 @@ from cassettes_app.analysis.turns import (
     message_dict,
     small_usage,
 )
-from cassettes_app.checks import CheckOutcome
+from cassettes_app.checks import CheckOutcome, skip
 from cassettes_app.checks.cassettes import (
     KeyReport,
     RecordingFacts,
@@ -37,6 +37,8 @@ from cassettes_app.checks.cassettes import (
     key_report,
     parse_time,
 )
+from cassettes_app.checks.catalog import MODEL_METADATA
+from cassettes_app.checks.runlog import RUN_LOG
 from cassettes_app.config import AnalysisConfig
 from cassettes_app.formats import parse_file
 from cassettes_app.formats.base import (
@@ -531,6 +533,16 @@ class Analyzer:
         """`key_report` entries as JSON-able dicts (for docs.replay_notes)."""
         return [entry.as_dict() for entry in self.key_report.entries]
 
+    def _model_metadata(self) -> CheckOutcome:
+        """Where the brief puts the model: in each recording, or (run-twice) in the run log,
+        which only a replay writes, so the replay job judges it there."""
+        if self.config.shape == "run-twice":
+            return skip(
+                MODEL_METADATA,
+                f"run-twice fixtures carry no model: the replay looks in {RUN_LOG}",
+            )
+        return cassettes_model_metadata(self.facts)
+
     def checks(self) -> list[CheckOutcome]:
         """The six `cassettes.*` outcomes (parsing and scanning first if not done yet)."""
         hits = list(self.secret_hits())
@@ -539,7 +551,7 @@ class Analyzer:
         return [
             cassettes_keys_match(self.facts, cfg),
             cassettes_no_secrets(hits),
-            cassettes_model_metadata(self.facts),
+            self._model_metadata(),
             cassettes_fresh(self.facts, cfg),
             cassettes_pruned(self.facts, cfg),
             cassettes_per_turn(blobs, self.facts),

@@ -281,6 +281,25 @@ def test_a_committed_graded_output_is_not_taken_for_one_the_run_wrote() -> None:
 
 @pytest.mark.sandbox
 @pytest.mark.django_db
+def test_run_twice_model_metadata_is_read_from_the_run_log_this_run_wrote() -> None:
+    files = _repo(
+        "result = {'answers': answers}\n"
+        "pathlib.Path('out/run.log').write_text('model=gpt-4o-mini-2024-07-18 took 0.1s\\n')"
+    )
+    checks = _judge(files)
+    meta = checks["cassettes.model_metadata"]
+    assert meta.status == "pass"
+    assert meta.summary == "out/run.log names the model: gpt-4o-mini-2024-07-18"
+    assert checks["replay.byte_identical"].status == "pass"  # the log is never compared
+
+    silent = _repo("result = {'answers': answers}")
+    silent["out/run.log"] = "model=gpt-4o-mini (committed, not written by the run)\n"
+    meta = _judge(silent)["cassettes.model_metadata"]
+    assert meta.status == "warn" and "wrote no out/run.log" in meta.summary
+
+
+@pytest.mark.sandbox
+@pytest.mark.django_db
 def test_a_failing_suite_is_not_probed_for_missing_recordings() -> None:
     files = _repo("result = {'answers': answers}\nsys.exit(3)")
     checks = _judge(files)
