@@ -156,7 +156,6 @@ MAX_FUNCTION_LINES = 100
 KNOWN_LONG: dict[str, int] = {
     "cassettes_app.checks.trace.trace_tool_calls_reach_stub": 155,
     "cassettes_app.checks.trace.trace_no_invented_ids": 132,
-    "cassettes_app.checks.ledger.ledger_consistent": 189,
     "cassettes_app.checks.docs.docs_replay_notes": 140,
     "submissions.sandbox.runtime.sitecustomize._install": 121,
 }
