@@ -386,17 +386,16 @@ def _near_misses(
     return found
 
 
-def trace_tool_calls_reach_stub(hops: Sequence[TraceHop], path: str) -> CheckOutcome:
-    """Establish that every model tool call is followed by a stub request with equal arguments.
+@dataclass(slots=True)
+class _StubBodies:
+    """Model hop indices and stub request bodies of a trace, the stub hops keyed by body."""
 
-    Equality is exact JSON equality of the parsed arguments and the stub request body (so
-    "3" and 3 differ; such near misses are named in the evidence), and the matched stub hop
-    must carry a real HTTP status. Each stub hop answers at most one call. A warning is
-    raised when the tool result fed back to the model tells a different outcome (ok vs
-    error) than the status the stub returned.
-    """
-    if not hops:
-        return skip(TOOL_CALLS_REACH_STUB, "no trace hops to inspect")
+    model_indices: list[int]
+    bodies: dict[int, Any]  # hop index → parsed stub request body
+    by_body: dict[str, list[int]]  # canonical body → stub hop indices, in trace order
+
+
+def _stub_bodies(hops: Sequence[TraceHop]) -> _StubBodies:
     kinds = [hop_kind(hop) for hop in hops]
     stub_by_body: dict[str, list[int]] = {}
     bodies: dict[int, Any] = {}
@@ -412,21 +411,44 @@ def trace_tool_calls_reach_stub(hops: Sequence[TraceHop], path: str) -> CheckOut
             key = _canon(body)
             if key is not None:
                 stub_by_body.setdefault(key, []).append(index)
+    return _StubBodies(model_indices, bodies, stub_by_body)
 
-    # Greedy, in trace order: each call takes the first unused later stub hop with its body.
-    # Calls come in increasing hop order, so a per-body cursor never needs to move back.
-    # Matched calls are kept as plain ints and strings, not objects: on a 100,000-hop trace
-    # the garbage collector's passes over kept objects cost more than the matching.
+
+@dataclass(slots=True)
+class _Matching:
+    """Which tool calls reached a stub hop with equal arguments, and which did not.
+
+    Matched calls are kept as parallel lists of plain ints and strings, not objects: on a
+    100,000-hop trace the garbage collector's passes over kept objects cost more than the
+    matching.
+    """
+
+    total: int
+    used: set[int]
+    call_ids: list[str | None]
+    stubs: list[int]
+    hops: list[int]
+    positions: list[int]  # of the call within its model hop
+    reached: list[dict[str, Any]]
+    unmatched: list[tuple[_Call, str]]
+
+
+def _match_calls(hops: Sequence[TraceHop], stubs: _StubBodies, path: str) -> _Matching:
+    """Greedy, in trace order: each call takes the first unused later stub hop with its body.
+
+    Calls come in increasing hop order, so a per-body cursor never needs to move back.
+    """
+    stub_by_body = stubs.by_body
     cursors: dict[str, int] = {}
     used: set[int] = set()
     total = 0
     matched_call_ids: list[str | None] = []
     matched_stubs: list[int] = []
     matched_hops: list[int] = []
-    matched_positions: list[int] = []  # of the call within its model hop
+    matched_positions: list[int] = []
     reached: list[dict[str, Any]] = []
     unmatched: list[tuple[_Call, str]] = []
-    for index in model_indices:
+    for index in stubs.model_indices:
         for position, call in enumerate(_model_output(index, hops[index])[1]):
             total += 1
             if not call.valid:
@@ -463,23 +485,43 @@ def trace_tool_calls_reach_stub(hops: Sequence[TraceHop], path: str) -> CheckOut
                         "line": stub.line,
                     }
                 )
-    if not total:
-        return skip(TOOL_CALLS_REACH_STUB, "the model asked for no tool calls in this trace")
+    return _Matching(
+        total,
+        used,
+        matched_call_ids,
+        matched_stubs,
+        matched_hops,
+        matched_positions,
+        reached,
+        unmatched,
+    )
 
+
+def _unmatched_evidence(
+    hops: Sequence[TraceHop], stubs: _StubBodies, matching: _Matching, path: str
+) -> list[dict[str, Any]]:
+    """One item per call that never reached the stub, near misses named for the first ones."""
     evidence: list[dict[str, Any]] = []
-    fails = 0
-    for count, (call, reason) in enumerate(unmatched):
-        fails += 1
+    for count, (call, reason) in enumerate(matching.unmatched):
         message = f"{call.label()} asked for at line {call.line} never reached the stub: {reason}"
         if count < _NEAR_MISS_CALLS and call.valid:
-            misses = _near_misses(call, hops, bodies, used)
+            misses = _near_misses(call, hops, stubs.bodies, matching.used)
             if misses:
                 message += "; near misses: " + " | ".join(misses)
         evidence.append({"message": message, "path": path, "line": call.line})
+    return evidence
 
-    # What the model was told about each matched call: the tool result with its id in the
-    # first model request after the stub hop (harnesses feed results straight back; a
-    # result fed later is not looked for, which keeps this pass linear).
+
+def _told_otherwise(
+    hops: Sequence[TraceHop], model_indices: list[int], matching: _Matching
+) -> list[tuple[_Call, int, str | None, int]]:
+    """(call, stub index, outcome told, model hop index) where the model was told otherwise.
+
+    What the model was told about each matched call: the tool result with its id in the
+    first model request after the stub hop (harnesses feed results straight back; a result
+    fed later is not looked for, which keeps this pass linear).
+    """
+    matched_call_ids, matched_stubs = matching.call_ids, matching.stubs
     by_next: dict[int, list[int]] = {}
     for number, call_id in enumerate(matched_call_ids):
         if call_id:
@@ -500,13 +542,18 @@ def trace_tool_calls_reach_stub(hops: Sequence[TraceHop], path: str) -> CheckOut
             actual = "ok" if isinstance(status, int) and status < 400 else "error"
             if outcome is not None and outcome != actual:
                 # Only a disagreement needs the call itself again, for its label.
-                hop_index = matched_hops[number]
-                call = _model_output(hop_index, hops[hop_index])[1][matched_positions[number]]
+                hop_index = matching.hops[number]
+                call = _model_output(hop_index, hops[hop_index])[1][matching.positions[number]]
                 told.append((call, matched_stubs[number], outcome, index))
-    warns = 0
+    return told
+
+
+def _told_evidence(
+    hops: Sequence[TraceHop], told: list[tuple[_Call, int, str | None, int]], path: str
+) -> list[dict[str, Any]]:
+    evidence: list[dict[str, Any]] = []
     for call, stub_index, outcome, told_index in told:
         stub = hops[stub_index]
-        warns += 1
         evidence.append(
             {
                 "message": (
@@ -518,7 +565,33 @@ def trace_tool_calls_reach_stub(hops: Sequence[TraceHop], path: str) -> CheckOut
                 "line": hops[told_index].line,
             }
         )
+    return evidence
 
+
+def trace_tool_calls_reach_stub(hops: Sequence[TraceHop], path: str) -> CheckOutcome:
+    """Establish that every model tool call is followed by a stub request with equal arguments.
+
+    Equality is exact JSON equality of the parsed arguments and the stub request body (so
+    "3" and 3 differ; such near misses are named in the evidence), and the matched stub hop
+    must carry a real HTTP status. Each stub hop answers at most one call. A warning is
+    raised when the tool result fed back to the model tells a different outcome (ok vs
+    error) than the status the stub returned.
+    """
+    if not hops:
+        return skip(TOOL_CALLS_REACH_STUB, "no trace hops to inspect")
+    stubs = _stub_bodies(hops)
+    matching = _match_calls(hops, stubs, path)
+    if not matching.total:
+        return skip(TOOL_CALLS_REACH_STUB, "the model asked for no tool calls in this trace")
+    evidence = _unmatched_evidence(hops, stubs, matching, path)
+    told = _told_otherwise(hops, stubs.model_indices, matching)
+    evidence += _told_evidence(hops, told, path)
+    return _reach_outcome(matching, len(told), evidence)
+
+
+def _reach_outcome(matching: _Matching, warns: int, evidence: list[dict[str, Any]]) -> CheckOutcome:
+    """fail when a call never reached the stub, warn when a result told otherwise, else pass."""
+    total, fails = matching.total, len(matching.unmatched)
     if fails:
         return CheckOutcome(
             TOOL_CALLS_REACH_STUB,
@@ -533,13 +606,13 @@ def trace_tool_calls_reach_stub(hops: Sequence[TraceHop], path: str) -> CheckOut
             "warn",
             f"all {total} tool calls reached the stub, but {warns} tool results tell the "
             "model a different outcome than the stub's status",
-            evidence + reached,
+            evidence + matching.reached,
         )
     return CheckOutcome(
         TOOL_CALLS_REACH_STUB,
         "pass",
         f"all {total} model tool calls reached the stub with equal arguments and a real status",
-        reached,
+        matching.reached,
     )
 
 
