@@ -11,7 +11,7 @@ import bisect
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cassettes_app.checks import CheckOutcome, skip
@@ -637,6 +637,84 @@ class _Use:
     count: int = 0
 
 
+@dataclass(slots=True)
+class _IdScan:
+    """Ids as the trace issues and mentions them, in trace order."""
+
+    pattern: re.Pattern[str]
+    prefix: str  # every match starts with it: texts without it hold no id
+    issued: dict[str, int] = field(default_factory=dict)  # id → line of the issuing response
+    early: dict[str, _Use] = field(default_factory=dict)  # ids mentioned before issued
+    mentions: int = 0
+
+    def ids(self, text: str) -> Iterator[str]:
+        prefix = self.prefix
+        if prefix and prefix not in text:
+            return  # most texts hold no id at all: a substring test is far cheaper
+        for match in self.pattern.finditer(text):
+            start = match.start()
+            if start and (text[start - 1].isalnum() or text[start - 1] == "_"):
+                continue
+            if match.end() > start:
+                yield match.group(0)
+
+    def note(self, text: str, line: int | None, where: str, hop: TraceHop | None = None) -> None:
+        """Count the ids `text` mentions; remember where the not yet issued ones stand."""
+        issued, early = self.issued, self.early
+        for found in self.ids(text):
+            self.mentions += 1
+            if found in issued:
+                continue
+            use = early.setdefault(found, _Use([]))
+            use.count += 1
+            if len(use.lines) < _LOCATIONS_PER_ID:
+                # Built only for findings: formatting every hop's label is measurable.
+                use.lines.append((line, f"{where} ({_where(hop)})" if hop else where))
+
+    def model_hop(self, index: int, hop: TraceHop) -> None:
+        """A model hop mentions ids in its request, its assistant text and its tool calls."""
+        for text in _request_texts(hop.req):
+            self.note(text, hop.line, "model request")
+        fast = _fast_openai_output(json_body(hop.resp))
+        if fast is not None:
+            # Arguments as text are all this check needs; parsing them would double
+            # its cost on a big trace.
+            text = fast[0]
+            arguments = [(name, args) for _, name, args in fast[1]]
+        else:
+            text, calls = _model_output(index, hop)
+            arguments = [(c.name, c.raw if c.raw is not None else c.arguments) for c in calls]
+        self.note(text, hop.line, "model output (assistant text)")
+        for name, args in arguments:
+            self.note(
+                _flat_text(args),
+                hop.line,
+                f"model tool call {name if isinstance(name, str) and name else '(unnamed)'}"
+                " arguments",
+            )
+
+    def stub_hop(self, hop: TraceHop) -> None:
+        """A stub hop issues the ids of a successful response, then its request mentions ids."""
+        if hop.status is None or not _real_status(hop.status) or hop.status < 400:
+            # A successful response issues its ids before its own request is judged:
+            # GET /orders/{id} answered 200 means the stub knows that id. Error bodies
+            # ("no order ord_x") echo ids without issuing them.
+            for found in self.ids(_flat_text(hop.resp)):
+                self.issued.setdefault(found, hop.line)
+        if isinstance(hop.url, str):
+            self.note(hop.url, hop.line, "stub request URL", hop)
+        self.note(_flat_text(hop.req), hop.line, "stub request body", hop)
+
+
+def _id_regex(id_pattern: str) -> re.Pattern[str]:
+    """The id pattern as whole-token matches; raises `re.error` when it is not a regex."""
+    re.compile(id_pattern)  # on its own: wrapped, "ord_[" would read as a valid class
+    # Whole-token matches: `ord_ab` inside `word_abx` or `ord_abxyz` is not an id. The
+    # left edge is tested by hand: a leading lookbehind stops `re` from scanning for
+    # the pattern's literal prefix, which is most of the speed on big traces.
+    return re.compile(rf"(?:{id_pattern})(?![A-Za-z0-9_])")
+
+
 def trace_no_invented_ids(
     hops: Sequence[TraceHop],
     path: str,
@@ -653,104 +731,50 @@ def trace_no_invented_ids(
     if not hops:
         return skip(NO_INVENTED_IDS, "no trace hops to inspect")
     try:
-        re.compile(id_pattern)  # on its own: wrapped, "ord_[" would read as a valid class
-        # Whole-token matches: `ord_ab` inside `word_abx` or `ord_abxyz` is not an id. The
-        # left edge is tested by hand: a leading lookbehind stops `re` from scanning for
-        # the pattern's literal prefix, which is most of the speed on big traces.
-        pattern = re.compile(rf"(?:{id_pattern})(?![A-Za-z0-9_])")
+        pattern = _id_regex(id_pattern)
     except re.error as exc:
         return CheckOutcome(
             NO_INVENTED_IDS, "error", f"id pattern {id_pattern!r} is not a valid regex: {exc}"
         )
-
-    issued: dict[str, int] = {}
-    early: dict[str, _Use] = {}
-    mentions = 0
-
-    prefix = _literal_prefix(id_pattern)
-
-    def ids(text: str) -> Iterator[str]:
-        if prefix and prefix not in text:
-            return  # most texts hold no id at all: a substring test is far cheaper
-        for match in pattern.finditer(text):
-            start = match.start()
-            if start and (text[start - 1].isalnum() or text[start - 1] == "_"):
-                continue
-            if match.end() > start:
-                yield match.group(0)
-
-    def note(text: str, line: int | None, where: str, hop: TraceHop | None = None) -> None:
-        nonlocal mentions
-        for found in ids(text):
-            mentions += 1
-            if found in issued:
-                continue
-            use = early.setdefault(found, _Use([]))
-            use.count += 1
-            if len(use.lines) < _LOCATIONS_PER_ID:
-                # Built only for findings: formatting every hop's label is measurable.
-                use.lines.append((line, f"{where} ({_where(hop)})" if hop else where))
-
+    scan = _IdScan(pattern, _literal_prefix(id_pattern))
     for index, hop in enumerate(hops):
         kind = hop_kind(hop)
         if kind == MODEL:
-            for text in _request_texts(hop.req):
-                note(text, hop.line, "model request")
-            fast = _fast_openai_output(json_body(hop.resp))
-            if fast is not None:
-                # Arguments as text are all this check needs; parsing them would double
-                # its cost on a big trace.
-                text = fast[0]
-                arguments = [(name, args) for _, name, args in fast[1]]
-            else:
-                text, calls = _model_output(index, hop)
-                arguments = [(c.name, c.raw if c.raw is not None else c.arguments) for c in calls]
-            note(text, hop.line, "model output (assistant text)")
-            for name, args in arguments:
-                note(
-                    _flat_text(args),
-                    hop.line,
-                    f"model tool call {name if isinstance(name, str) and name else '(unnamed)'}"
-                    " arguments",
-                )
-            continue
-        if kind != STUB:
-            continue
-        if hop.status is None or not _real_status(hop.status) or hop.status < 400:
-            # A successful response issues its ids before its own request is judged:
-            # GET /orders/{id} answered 200 means the stub knows that id. Error bodies
-            # ("no order ord_x") echo ids without issuing them.
-            for found in ids(_flat_text(hop.resp)):
-                issued.setdefault(found, hop.line)
-        if isinstance(hop.url, str):
-            note(hop.url, hop.line, "stub request URL", hop)
-        note(_flat_text(hop.req), hop.line, "stub request body", hop)
-
+            scan.model_hop(index, hop)
+        elif kind == STUB:
+            scan.stub_hop(hop)
     for number, extra in enumerate(extra_texts, 1):
         label, text = extra if isinstance(extra, tuple) else (f"extra text #{number}", extra)
         if isinstance(text, str):
-            note(text, None, label)
+            scan.note(text, None, label)
+    return _ids_outcome(scan, id_pattern, path)
 
-    evidence: list[dict[str, Any]] = []
-    invented = 0
-    for found, use in early.items():
-        places = "; ".join(
-            f"{where} at line {line}" if line is not None else where for line, where in use.lines
+
+def _early_use_finding(found: str, use: _Use, issued: dict[str, int], path: str) -> dict[str, Any]:
+    """The finding for one id used before (or without) the stub issuing it."""
+    places = "; ".join(
+        f"{where} at line {line}" if line is not None else where for line, where in use.lines
+    )
+    more = f" (+{use.count - len(use.lines)} more)" if use.count > len(use.lines) else ""
+    if found in issued:
+        message = (
+            f"{found} used in {places}{more} before the stub issued it at line {issued[found]}"
         )
-        more = f" (+{use.count - len(use.lines)} more)" if use.count > len(use.lines) else ""
-        first_line = use.lines[0][0]
-        if found in issued:
-            message = (
-                f"{found} used in {places}{more} before the stub issued it at line {issued[found]}"
-            )
-        else:
-            invented += 1
-            message = f"{found} appears in {places}{more}; no stub response issued it"
-        item: dict[str, Any] = {"message": message, "path": path}
-        if first_line is not None:
-            item["line"] = first_line
-        evidence.append(item)
+    else:
+        message = f"{found} appears in {places}{more}; no stub response issued it"
+    item: dict[str, Any] = {"message": message, "path": path}
+    first_line = use.lines[0][0]
+    if first_line is not None:
+        item["line"] = first_line
+    return item
+
+
+def _ids_outcome(scan: _IdScan, id_pattern: str, path: str) -> CheckOutcome:
+    """fail on any id used before it was issued (or never issued), else pass."""
+    issued = scan.issued
+    evidence = [_early_use_finding(found, use, issued, path) for found, use in scan.early.items()]
     if evidence:
+        invented = sum(1 for found in scan.early if found not in issued)
         early_only = len(evidence) - invented
         parts = []
         if invented:
@@ -761,8 +785,8 @@ def trace_no_invented_ids(
     return CheckOutcome(
         NO_INVENTED_IDS,
         "pass",
-        f"every id matching {id_pattern} ({mentions} mentions) was issued by the stub first"
-        if mentions
+        f"every id matching {id_pattern} ({scan.mentions} mentions) was issued by the stub first"
+        if scan.mentions
         else f"no id matching {id_pattern} appears in model output or requests",
         [
             {"message": f"{found} issued at line {line}", "path": path, "line": line}
