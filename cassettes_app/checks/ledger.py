@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes_app.checks import CheckOutcome, skip
+from cassettes_app.checks import CheckOutcome, clipped, counted, skip
 from cassettes_app.checks.catalog import LEDGER_CONSISTENT
 from cassettes_app.formats.base import LedgerEntry
 
@@ -43,6 +43,9 @@ INPUT_FIELDS = (
 )
 REASON_FIELDS = ("reason", "fallback_reason", "why", "cause", "error")
 ATTEMPT_FIELDS = ("attempt", "attempts", "try", "retry")
+
+# How much of an input key a message shows.
+_INPUT_SHOWN = 24
 
 _WORD = re.compile(r"[a-z]+")
 
@@ -112,14 +115,6 @@ class _Run:
         if self.highest_attempt is not None:
             counted = max(counted, self.highest_attempt + (1 if zero_based else 0))
         return counted
-
-
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def _short(text: str, limit: int = 24) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass(slots=True)
@@ -283,7 +278,7 @@ def _fallback_finding(
         return None
     return {
         "message": f"fallback at line {entry.line}"
-        + (f" for {input_field} {_short(key)}" if key else "")
+        + (f" for {input_field} {clipped(key, _INPUT_SHOWN)}" if key else "")
         + ": "
         + "; ".join(problems),
         "path": path,
@@ -295,7 +290,7 @@ def _storm_finding(
     run: _Run, input_field: str | None, zero_based: bool, path: str
 ) -> dict[str, Any]:
     """The finding for one run with more attempts than MAX_ATTEMPTS."""
-    who = f"{input_field} {_short(run.input_key)}" if run.input_key else "one input"
+    who = f"{input_field} {clipped(run.input_key, _INPUT_SHOWN)}" if run.input_key else "one input"
     return {
         "message": f"{run.attempts(zero_based)} model attempts for {who} (lines "
         f"{', '.join(map(str, run.lines[:10]))}); at most {MAX_ATTEMPTS} "
@@ -353,7 +348,7 @@ def _recording_disagreements(
                 )
                 warns.append(
                     {
-                        "message": f"model_call key {_short(key, 40)} names no recording",
+                        "message": f"model_call key {clipped(key, 40)} names no recording",
                         "path": path,
                         "line": line,
                     }
@@ -369,7 +364,7 @@ def _other_event_notes(classified: _Classified, others: int, path: str) -> list[
     return [
         {
             "message": f"{others} entries with other events, not counted: "
-            + ", ".join(_short(u, 40) for u in unknown[:10]),
+            + ", ".join(clipped(u, 40) for u in unknown[:10]),
             "path": path,
         }
     ]
@@ -380,8 +375,8 @@ def _ledger_outcome(findings: _LedgerFindings) -> CheckOutcome:
     counts, storms, zero_based = findings.counts, findings.storms, findings.zero_based
     fails, warns, notes = findings.fails, findings.warns, findings.notes
     tally = (
-        f"{_n(counts[MODEL_CALL], 'model call')}, {_n(counts[CACHE_HIT], 'cache hit')}, "
-        f"{_n(counts[FALLBACK], 'fallback')}"
+        f"{counted(counts[MODEL_CALL], 'model call')}, {counted(counts[CACHE_HIT], 'cache hit')}, "
+        f"{counted(counts[FALLBACK], 'fallback')}"
     )
     if fails:
         what = []
@@ -390,7 +385,7 @@ def _ledger_outcome(findings: _LedgerFindings) -> CheckOutcome:
             what.append(f"retry storm ({worst} attempts for one input)")
         bad_fallbacks = len(fails) - len(storms)
         if bad_fallbacks:
-            what.append(f"{_n(bad_fallbacks, 'fallback')} without reason or needs_human")
+            what.append(f"{counted(bad_fallbacks, 'fallback')} without reason or needs_human")
         return CheckOutcome(CHECK_ID, "fail", f"{'; '.join(what)} — {tally}", fails + warns + notes)
     if warns:
         return CheckOutcome(

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes_app.checks import CheckOutcome, skip
+from cassettes_app.checks import CheckOutcome, clipped, counted, skip
 from cassettes_app.checks.catalog import (
     IDEMPOTENCY_KEYS_LOGGED,
     NO_INVENTED_IDS,
@@ -70,7 +70,7 @@ def _short(value: Any, limit: int = _SHOW) -> str:
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
         except (ValueError, TypeError, RecursionError):
             text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clipped(text, limit)
 
 
 # Encoders built once: `json.dumps` with options builds a new encoder on every call, which
@@ -87,11 +87,6 @@ def _canon(value: Any) -> str | None:
         return _CANONICAL.encode(value)
     except (ValueError, TypeError, RecursionError):
         return None
-
-
-def _n(count: int, noun: str, plural: str | None = None) -> str:
-    """`1 id`, `2 ids`."""
-    return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
 def _real_status(status: Any) -> bool:
@@ -308,8 +303,8 @@ def trace_stub_hops_present(hops: Sequence[TraceHop], path: str) -> CheckOutcome
     return CheckOutcome(
         STUB_HOPS_PRESENT,
         "pass",
-        f"{_n(stub, 'stub hop')} on {_n(len(stub_lines), 'endpoint')} beside "
-        f"{_n(model, 'model hop')}",
+        f"{counted(stub, 'stub hop')} on {counted(len(stub_lines), 'endpoint')} beside "
+        f"{counted(model, 'model hop')}",
         evidence,
     )
 
@@ -596,7 +591,7 @@ def _reach_outcome(matching: _Matching, warns: int, evidence: list[dict[str, Any
         return CheckOutcome(
             TOOL_CALLS_REACH_STUB,
             "fail",
-            f"{fails} of {_n(total, 'model tool call')} never reached the stub "
+            f"{fails} of {counted(total, 'model tool call')} never reached the stub "
             "with the same arguments",
             evidence,
         )
@@ -778,9 +773,9 @@ def _ids_outcome(scan: _IdScan, id_pattern: str, path: str) -> CheckOutcome:
         early_only = len(evidence) - invented
         parts = []
         if invented:
-            parts.append(f"{_n(invented, 'id')} never issued by the stub")
+            parts.append(f"{counted(invented, 'id')} never issued by the stub")
         if early_only:
-            parts.append(f"{_n(early_only, 'id')} used before the stub issued them")
+            parts.append(f"{counted(early_only, 'id')} used before the stub issued them")
         return CheckOutcome(NO_INVENTED_IDS, "fail", ", ".join(parts), evidence)
     return CheckOutcome(
         NO_INVENTED_IDS,
