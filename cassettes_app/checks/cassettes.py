@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes_app.checks import CheckOutcome, skip
+from cassettes_app.checks import CheckOutcome, counted, skip
 from cassettes_app.checks.catalog import (
     FRESH,
     KEYS_MATCH,
@@ -199,10 +199,6 @@ def parse_time(raw: Any) -> dt.datetime | None:
     return value.astimezone(dt.UTC)
 
 
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
 def _age_days(now: dt.datetime, when: dt.datetime) -> int:
     return (now - when).days
 
@@ -264,8 +260,8 @@ def cassettes_no_secrets(hits: Iterable[SecretHit]) -> CheckOutcome:
             return CheckOutcome(
                 check,
                 "pass",
-                f"no credentials; {_n(len(placeholders), 'redacted placeholder')} "
-                f"in {_n(files, 'file')}",
+                f"no credentials; {counted(len(placeholders), 'redacted placeholder')} "
+                f"in {counted(files, 'file')}",
                 [
                     {
                         "message": f"redacted placeholder ({h.rule}, {h.context})",
@@ -289,7 +285,7 @@ def cassettes_no_secrets(hits: Iterable[SecretHit]) -> CheckOutcome:
         for h in leaks
     ]
     files = len({h.path for h in leaks})
-    summary = f"{_n(len(leaks), 'credential')} in {_n(files, 'file')}"
+    summary = f"{counted(len(leaks), 'credential')} in {counted(files, 'file')}"
     return CheckOutcome(check, "fail", summary, evidence)
 
 
@@ -382,6 +378,7 @@ def cassettes_fresh(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> 
                     }
                 )
     evidence = fails + warns
+    other_model = sum(1 for e in warns if "models" in e)
     if fails:
         stale = sum(1 for e in fails if "age_days" in e)
         future = len(fails) - stale
@@ -390,17 +387,15 @@ def cassettes_fresh(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> 
             parts.append(f"{stale} older than {config.stale_after_days} days")
         if future:
             parts.append(f"{future} dated after upload")
-        wrong = sum(1 for e in warns if "models" in e)
-        if wrong:
-            parts.append(f"{wrong} with another model")
+        if other_model:
+            parts.append(f"{other_model} with another model")
         return CheckOutcome(check, "fail", "; ".join(parts), evidence)
     if warns:
         parts = []
         if unknown:
             parts.append(f"age unknown for {unknown} of {len(facts)} recordings")
-        wrong = sum(1 for e in warns if "models" in e)
-        if wrong:
-            parts.append(f"{wrong} recorded with another model than {config.expected_model}")
+        if other_model:
+            parts.append(f"{other_model} recorded with another model than {config.expected_model}")
         return CheckOutcome(check, "warn", "; ".join(parts), evidence)
     oldest = min(f.oldest for f in facts if f.oldest is not None)
     return CheckOutcome(
@@ -489,7 +484,7 @@ def cassettes_pruned(facts: Sequence[RecordingFacts], config: AnalysisConfig) ->
         parts = []
         if dupes:
             n = sum(len(m) - 1 for m in dupes)
-            parts.append(f"{_n(n, 'duplicate recording')} ({saved} bytes to prune)")
+            parts.append(f"{counted(n, 'duplicate recording')} ({saved} bytes to prune)")
         if over:
             parts.append(f"{total} bytes in recordings, over {config.max_recordings_bytes}")
         return CheckOutcome(check, "fail", "; ".join(parts), evidence)
@@ -530,7 +525,7 @@ def cassettes_per_turn(blobs: Iterable[Any], facts: Sequence[RecordingFacts]) ->
         )
     if flagged:
         names = ", ".join(sorted(flagged)[:5]) + (" …" if len(flagged) > 5 else "")
-        summary = f"{_n(len(flagged), 'recording')} holding several turns: {names}"
+        summary = f"{counted(len(flagged), 'recording')} holding several turns: {names}"
         return CheckOutcome(check, "fail", summary, evidence)
     return CheckOutcome(
         check, "pass", f"no recording among {len(facts)} holds a conversation as one blob"

@@ -966,16 +966,10 @@ def docs_replay_notes(
     if not root.is_dir():
         return CheckOutcome(REPLAY_NOTES, "error", f"the submission tree {root} is not a folder")
     volatile = [v for v in volatile_fields if isinstance(v, str)]
-    kept_by_keys, dropped_by_keys, also_by_keys = _key_facts(key_findings)
-    vocabulary = set(volatile) | set(kept_by_keys) | set(dropped_by_keys) | set(also_by_keys)
+    keys = _KeyFacts(*_key_facts(key_findings))
+    vocabulary = set(volatile) | set(keys.kept) | set(keys.dropped) | set(keys.also)
 
-    replay_md = _find(root, ("REPLAY.md", "REPLAY", "REPLAY.txt", "REPLAY.rst"), ("", "docs"))
-    sources = [replay_md] if replay_md else []
-    if shape != "cassette":
-        for names in (_RUNBOOK_NAMES, _README_NAMES):
-            found = _find(root, names, ("", "docs"))
-            if found:
-                sources.append(found)
+    replay_md, sources = _note_sources(root, shape)
     if not sources:
         if shape == "cassette":
             return CheckOutcome(
@@ -986,16 +980,7 @@ def docs_replay_notes(
             )
         return skip(REPLAY_NOTES, "no REPLAY.md, runbook or README to read")
 
-    source = sources[0]
-    notes = _Notes()
-    truncated = False
-    for candidate in sources:
-        text, cut = _read(root, candidate)
-        found_notes = replay_note_fields(text or "", vocabulary)
-        if found_notes.dropped or candidate == replay_md:
-            source, notes, truncated = candidate, found_notes, cut
-            if found_notes.dropped:
-                break
+    source, notes, truncated = _read_notes(root, sources, replay_md, vocabulary)
     if not notes.dropped:
         if shape == "cassette" or replay_md:
             return CheckOutcome(
@@ -1012,22 +997,66 @@ def docs_replay_notes(
                 ],
             )
         return skip(REPLAY_NOTES, "no replay notes naming normalised fields (optional here)")
+    return _notes_outcome(source, notes, keys, volatile, vocabulary)
 
+
+@dataclass(slots=True)
+class _KeyFacts:
+    """What the recomputed keys show: field → cassette paths, as `_key_facts` returns it."""
+
+    kept: dict[str, list[str]]
+    dropped: dict[str, list[str]]
+    also: dict[str, list[str]]
+
+
+def _note_sources(root: Path, shape: str) -> tuple[str | None, list[str]]:
+    """REPLAY.md (if any), and the files to read for notes: it first, then runbook, README.
+
+    Only the cassette shape insists on REPLAY.md; the others may keep notes elsewhere.
+    """
+    replay_md = _find(root, ("REPLAY.md", "REPLAY", "REPLAY.txt", "REPLAY.rst"), ("", "docs"))
+    sources = [replay_md] if replay_md else []
+    if shape != "cassette":
+        for names in (_RUNBOOK_NAMES, _README_NAMES):
+            found = _find(root, names, ("", "docs"))
+            if found:
+                sources.append(found)
+    return replay_md, sources
+
+
+def _read_notes(
+    root: Path, sources: list[str], replay_md: str | None, vocabulary: set[str]
+) -> tuple[str, _Notes, bool]:
+    """(source, notes, truncated): the first source that names dropped fields, else REPLAY.md."""
+    source = sources[0]
+    notes = _Notes()
+    truncated = False
+    for candidate in sources:
+        text, cut = _read(root, candidate)
+        found_notes = replay_note_fields(text or "", vocabulary)
+        if found_notes.dropped or candidate == replay_md:
+            source, notes, truncated = candidate, found_notes, cut
+            if found_notes.dropped:
+                break
+    return source, notes, truncated
+
+
+def _key_disagreements(source: str, notes: _Notes, keys: _KeyFacts) -> list[dict[str, Any]]:
+    """Fails: fields the note calls dropped that the keys keep, or kept that they drop."""
     fails: list[dict[str, Any]] = []
-    warns: list[dict[str, Any]] = []
     for name, line in notes.dropped.items():
-        if name in kept_by_keys:
+        if name in keys.kept:
             fails.append(
                 {
                     "message": f"{source} says `{name}` is dropped but the keys keep it"
-                    f"{_paths(kept_by_keys[name])}",
+                    f"{_paths(keys.kept[name])}",
                     "path": source,
                     "line": line,
                 }
             )
     for name, line in notes.kept.items():
-        if name in dropped_by_keys or name in also_by_keys:
-            paths = dropped_by_keys.get(name) or also_by_keys.get(name) or []
+        if name in keys.dropped or name in keys.also:
+            paths = keys.dropped.get(name) or keys.also.get(name) or []
             fails.append(
                 {
                     "message": f"{source} says `{name}` is kept but the keys drop it"
@@ -1036,7 +1065,15 @@ def docs_replay_notes(
                     "line": line,
                 }
             )
-    for name, paths in also_by_keys.items():
+    return fails
+
+
+def _unnamed_fields(
+    source: str, notes: _Notes, keys: _KeyFacts, volatile: list[str]
+) -> list[dict[str, Any]]:
+    """Warns: fields the keys also drop, or the assignment calls volatile, the note omits."""
+    warns: list[dict[str, Any]] = []
+    for name, paths in keys.also.items():
         if name not in notes.dropped:
             warns.append(
                 {
@@ -1046,7 +1083,7 @@ def docs_replay_notes(
                 }
             )
     for name in volatile:
-        if name not in notes.dropped and name not in kept_by_keys:
+        if name not in notes.dropped and name not in keys.kept:
             warns.append(
                 {
                     "message": f"{source} does not name `{name}`, which the assignment lists "
@@ -1054,6 +1091,13 @@ def docs_replay_notes(
                     "path": source,
                 }
             )
+    return warns
+
+
+def _named_fields(
+    source: str, notes: _Notes, volatile: list[str], vocabulary: set[str]
+) -> list[dict[str, Any]]:
+    """Evidence of each field the note drops, and of those the assignment does not list."""
     named = [
         {"message": f"names `{name}` as dropped", "path": source, "line": line}
         for name, line in notes.dropped.items()
@@ -1067,6 +1111,16 @@ def docs_replay_notes(
                 "path": source,
             }
         )
+    return named
+
+
+def _notes_outcome(
+    source: str, notes: _Notes, keys: _KeyFacts, volatile: list[str], vocabulary: set[str]
+) -> CheckOutcome:
+    """fail when the note disagrees with the keys, warn when it omits a field, else pass."""
+    fails = _key_disagreements(source, notes, keys)
+    warns = _unnamed_fields(source, notes, keys, volatile)
+    named = _named_fields(source, notes, volatile, vocabulary)
     listed = ", ".join(f"`{n}`" for n in notes.dropped)
     if fails:
         return CheckOutcome(

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes_app.checks import CheckOutcome, skip
+from cassettes_app.checks import CheckOutcome, clipped, counted, skip
 from cassettes_app.checks.catalog import LEDGER_CONSISTENT
 from cassettes_app.formats.base import LedgerEntry
 
@@ -43,6 +43,9 @@ INPUT_FIELDS = (
 )
 REASON_FIELDS = ("reason", "fallback_reason", "why", "cause", "error")
 ATTEMPT_FIELDS = ("attempt", "attempts", "try", "retry")
+
+# How much of an input key a message shows.
+_INPUT_SHOWN = 24
 
 _WORD = re.compile(r"[a-z]+")
 
@@ -114,12 +117,20 @@ class _Run:
         return counted
 
 
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+@dataclass(slots=True)
+class _LedgerFindings:
+    """What one pass over a ledger found, before it is turned into an outcome."""
+
+    counts: dict[str, int]
+    runs: list[_Run]
+    storms: list[_Run]
+    zero_based: bool
+    fails: list[dict[str, Any]] = field(default_factory=list)
+    warns: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _short(text: str, limit: int = 24) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+_Classified = Sequence[tuple[LedgerEntry, str]]
 
 
 def ledger_consistent(
@@ -141,48 +152,72 @@ def ledger_consistent(
     if not entries:
         return skip(CHECK_ID, "no ledger entries to inspect")
     classified = [(entry, classify_event(entry.event)) for entry in entries]
+    findings = _retry_findings(classified, path)
+    findings.warns += _recording_disagreements(
+        classified,
+        findings.counts[MODEL_CALL],
+        path,
+        recorded_model_calls=recorded_model_calls,
+        recording_keys=recording_keys,
+    )
+    findings.notes += _other_event_notes(classified, findings.counts[OTHER], path)
+    return _ledger_outcome(findings)
+
+
+def _event_counts(classified: _Classified) -> dict[str, int]:
+    """How many entries of each kind, every kind present (0 when none)."""
     counts = dict.fromkeys((MODEL_CALL, CACHE_HIT, FALLBACK, OTHER), 0)
     for _, kind in classified:
         counts[kind] += 1
+    return counts
 
-    # The input field: the best-ranked one that any model call or fallback carries.
-    relevant = [e.data for e, kind in classified if kind in (MODEL_CALL, FALLBACK)]
-    input_field = next(
+
+def _input_field(relevant: Sequence[dict[str, Any]]) -> str | None:
+    """The input field: the best-ranked one that any model call or fallback carries."""
+    return next(
         (name for name in INPUT_FIELDS if any(_scalar(d.get(name)) for d in relevant)), None
     )
+
+
+def _retry_findings(classified: _Classified, path: str) -> _LedgerFindings:
+    """Retry runs, retry storms and fallback problems; a warning when retries are unbounded."""
+    counts = _event_counts(classified)
+    relevant = [e.data for e, kind in classified if kind in (MODEL_CALL, FALLBACK)]
+    input_field = _input_field(relevant)
     attempts_seen = [a for d in relevant if (a := _attempt(d)) is not None]
     zero_based = any(
         _attempt(e.data) == 0 for e, kind in classified if kind == MODEL_CALL
     )  # 0, 1 are two attempts
+    runs, fallback_fails = _retry_runs(classified, input_field, path)
+    storms = [run for run in runs if run.attempts(zero_based) > MAX_ATTEMPTS]
+    findings = _LedgerFindings(counts, runs, storms, zero_based)
+    findings.fails += fallback_fails
+    findings.fails += (_storm_finding(run, input_field, zero_based, path) for run in storms)
+    if counts[MODEL_CALL] and input_field is None and not attempts_seen:
+        findings.warns.append(
+            {
+                "message": "retries cannot be bounded: entries carry neither an input key "
+                f"({', '.join(INPUT_FIELDS[:4])}, ...) nor an attempt number",
+                "path": path,
+            }
+        )
+    return findings
 
-    fails: list[dict[str, Any]] = []
-    warns: list[dict[str, Any]] = []
-    notes: list[dict[str, Any]] = []
 
-    # Retry runs, in ledger order.
+def _retry_runs(
+    classified: _Classified, input_field: str | None, path: str
+) -> tuple[list[_Run], list[dict[str, Any]]]:
+    """The retry runs in ledger order, and a finding for each fallback that is incomplete."""
     open_runs: dict[str | None, _Run] = {}
     runs: list[_Run] = []
+    fails: list[dict[str, Any]] = []
     previous_key: object = object()  # the input of the previous entry, for "consecutive"
     for entry, kind in classified:
         data = entry.data
         key = _scalar(data.get(input_field)) if input_field else None
         attempt = _attempt(data)
         if kind == MODEL_CALL:
-            run = open_runs.get(key)
-            fresh = run is None
-            if run is not None:
-                if attempt is not None and run.highest_attempt is not None:
-                    # A numbered attempt that does not go up starts a new run (a later,
-                    # separate request for the same input).
-                    fresh = attempt <= run.highest_attempt
-                elif attempt is None:
-                    # Unnumbered: only back-to-back calls for one input are retries.
-                    fresh = key is None or previous_key != key
-            if fresh:
-                run = _Run(key)
-                runs.append(run)
-                open_runs[key] = run
-            assert run is not None
+            run = _model_call_run(open_runs, runs, key, attempt, previous_key)
             run.lines.append(entry.line)
             if attempt is not None:
                 run.highest_attempt = max(run.highest_attempt or attempt, attempt)
@@ -194,49 +229,94 @@ def ledger_consistent(
                 runs.append(run)
             if run is not None and attempt is not None:
                 run.highest_attempt = max(run.highest_attempt or attempt, attempt)
-            reason = _reason(data)
-            problems = []
-            if reason is None:
-                problems.append("no reason")
-            if not _true(data.get("needs_human")):
-                problems.append(f"needs_human is {data.get('needs_human')!r}, not true")
-            if problems:
-                fails.append(
-                    {
-                        "message": f"fallback at line {entry.line}"
-                        + (f" for {input_field} {_short(key)}" if key else "")
-                        + ": "
-                        + "; ".join(problems),
-                        "path": path,
-                        "line": entry.line,
-                    }
-                )
+            problem = _fallback_finding(entry, key, input_field, path)
+            if problem is not None:
+                fails.append(problem)
         elif kind == CACHE_HIT:
             open_runs.pop(key, None)
         previous_key = key
+    return runs, fails
 
-    storms = [run for run in runs if run.attempts(zero_based) > MAX_ATTEMPTS]
-    for run in storms:
-        who = f"{input_field} {_short(run.input_key)}" if run.input_key else "one input"
-        fails.append(
-            {
-                "message": f"{run.attempts(zero_based)} model attempts for {who} (lines "
-                f"{', '.join(map(str, run.lines[:10]))}); at most {MAX_ATTEMPTS} "
-                "(one retry) before the fallback",
-                "path": path,
-                "line": run.lines[0],
-            }
-        )
-    if counts[MODEL_CALL] and input_field is None and not attempts_seen:
-        warns.append(
-            {
-                "message": "retries cannot be bounded: entries carry neither an input key "
-                f"({', '.join(INPUT_FIELDS[:4])}, ...) nor an attempt number",
-                "path": path,
-            }
-        )
 
-    # Agreement with the recordings.
+def _model_call_run(
+    open_runs: dict[str | None, _Run],
+    runs: list[_Run],
+    key: str | None,
+    attempt: int | None,
+    previous_key: object,
+) -> _Run:
+    """The run a model call belongs to: the open one for its input, or a fresh one."""
+    run = open_runs.get(key)
+    fresh = run is None
+    if run is not None:
+        if attempt is not None and run.highest_attempt is not None:
+            # A numbered attempt that does not go up starts a new run (a later,
+            # separate request for the same input).
+            fresh = attempt <= run.highest_attempt
+        elif attempt is None:
+            # Unnumbered: only back-to-back calls for one input are retries.
+            fresh = key is None or previous_key != key
+    if fresh:
+        run = _Run(key)
+        runs.append(run)
+        open_runs[key] = run
+    assert run is not None
+    return run
+
+
+def _fallback_finding(
+    entry: LedgerEntry, key: str | None, input_field: str | None, path: str
+) -> dict[str, Any] | None:
+    """A finding for a fallback without a reason or without `needs_human: true`, else None."""
+    data = entry.data
+    problems = []
+    if _reason(data) is None:
+        problems.append("no reason")
+    if not _true(data.get("needs_human")):
+        problems.append(f"needs_human is {data.get('needs_human')!r}, not true")
+    if not problems:
+        return None
+    return {
+        "message": f"fallback at line {entry.line}"
+        + (f" for {input_field} {clipped(key, _INPUT_SHOWN)}" if key else "")
+        + ": "
+        + "; ".join(problems),
+        "path": path,
+        "line": entry.line,
+    }
+
+
+def _storm_finding(
+    run: _Run, input_field: str | None, zero_based: bool, path: str
+) -> dict[str, Any]:
+    """The finding for one run with more attempts than MAX_ATTEMPTS."""
+    who = f"{input_field} {clipped(run.input_key, _INPUT_SHOWN)}" if run.input_key else "one input"
+    return {
+        "message": f"{run.attempts(zero_based)} model attempts for {who} (lines "
+        f"{', '.join(map(str, run.lines[:10]))}); at most {MAX_ATTEMPTS} "
+        "(one retry) before the fallback",
+        "path": path,
+        "line": run.lines[0],
+    }
+
+
+def _recording_disagreements(
+    classified: _Classified,
+    model_calls: int,
+    path: str,
+    *,
+    recorded_model_calls: int | None,
+    recording_keys: Iterable[str] | None,
+) -> list[dict[str, Any]]:
+    """Warnings where the ledger's model calls disagree with the recordings.
+
+    Only runs when a caller passes `recorded_model_calls` or `recording_keys`; the
+    production callers (`submissions.checks.service` and `submissions.runs.analysis`)
+    pass neither, so today only tests reach it.
+    """
+    if recorded_model_calls is None and recording_keys is None:
+        return []
+    warns: list[dict[str, Any]] = []
     model_keys = [
         k
         for e, kind in classified
@@ -246,13 +326,13 @@ def ledger_consistent(
     # Retries replay one recording, so distinct keys may be what matches the recordings.
     if (
         recorded_model_calls is not None
-        and counts[MODEL_CALL] != recorded_model_calls
+        and model_calls != recorded_model_calls
         and not (model_keys and len(distinct) == recorded_model_calls)
     ):
         keyed = f", {len(distinct)} distinct recording keys" if model_keys else ""
         warns.append(
             {
-                "message": f"{counts[MODEL_CALL]} model_call entries{keyed}, but "
+                "message": f"{model_calls} model_call entries{keyed}, but "
                 f"{recorded_model_calls} recorded model calls",
                 "path": path,
             }
@@ -268,24 +348,35 @@ def ledger_consistent(
                 )
                 warns.append(
                     {
-                        "message": f"model_call key {_short(key, 40)} names no recording",
+                        "message": f"model_call key {clipped(key, 40)} names no recording",
                         "path": path,
                         "line": line,
                     }
                 )
+    return warns
 
+
+def _other_event_notes(classified: _Classified, others: int, path: str) -> list[dict[str, Any]]:
+    """A note naming the events that are neither model calls, cache hits nor fallbacks."""
     unknown = sorted({e.event or "(none)" for e, kind in classified if kind == OTHER})
-    if unknown:
-        notes.append(
-            {
-                "message": f"{counts[OTHER]} entries with other events, not counted: "
-                + ", ".join(_short(u, 40) for u in unknown[:10]),
-                "path": path,
-            }
-        )
+    if not unknown:
+        return []
+    return [
+        {
+            "message": f"{others} entries with other events, not counted: "
+            + ", ".join(clipped(u, 40) for u in unknown[:10]),
+            "path": path,
+        }
+    ]
+
+
+def _ledger_outcome(findings: _LedgerFindings) -> CheckOutcome:
+    """fail on storms or bad fallbacks, warn on disagreement, else pass; with the tally."""
+    counts, storms, zero_based = findings.counts, findings.storms, findings.zero_based
+    fails, warns, notes = findings.fails, findings.warns, findings.notes
     tally = (
-        f"{_n(counts[MODEL_CALL], 'model call')}, {_n(counts[CACHE_HIT], 'cache hit')}, "
-        f"{_n(counts[FALLBACK], 'fallback')}"
+        f"{counted(counts[MODEL_CALL], 'model call')}, {counted(counts[CACHE_HIT], 'cache hit')}, "
+        f"{counted(counts[FALLBACK], 'fallback')}"
     )
     if fails:
         what = []
@@ -294,7 +385,7 @@ def ledger_consistent(
             what.append(f"retry storm ({worst} attempts for one input)")
         bad_fallbacks = len(fails) - len(storms)
         if bad_fallbacks:
-            what.append(f"{_n(bad_fallbacks, 'fallback')} without reason or needs_human")
+            what.append(f"{counted(bad_fallbacks, 'fallback')} without reason or needs_human")
         return CheckOutcome(CHECK_ID, "fail", f"{'; '.join(what)} — {tally}", fails + warns + notes)
     if warns:
         return CheckOutcome(
@@ -303,7 +394,7 @@ def ledger_consistent(
             f"ledger does not fully agree with the recordings — {tally}",
             warns + notes,
         )
-    longest = max((run.attempts(zero_based) for run in runs), default=0)
+    longest = max((run.attempts(zero_based) for run in findings.runs), default=0)
     return CheckOutcome(
         CHECK_ID,
         "pass",

@@ -11,10 +11,10 @@ import bisect
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes_app.checks import CheckOutcome, skip
+from cassettes_app.checks import CheckOutcome, clipped, counted, skip
 from cassettes_app.checks.catalog import (
     IDEMPOTENCY_KEYS_LOGGED,
     NO_INVENTED_IDS,
@@ -70,7 +70,7 @@ def _short(value: Any, limit: int = _SHOW) -> str:
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
         except (ValueError, TypeError, RecursionError):
             text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clipped(text, limit)
 
 
 # Encoders built once: `json.dumps` with options builds a new encoder on every call, which
@@ -87,11 +87,6 @@ def _canon(value: Any) -> str | None:
         return _CANONICAL.encode(value)
     except (ValueError, TypeError, RecursionError):
         return None
-
-
-def _n(count: int, noun: str, plural: str | None = None) -> str:
-    """`1 id`, `2 ids`."""
-    return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
 def _real_status(status: Any) -> bool:
@@ -308,8 +303,8 @@ def trace_stub_hops_present(hops: Sequence[TraceHop], path: str) -> CheckOutcome
     return CheckOutcome(
         STUB_HOPS_PRESENT,
         "pass",
-        f"{_n(stub, 'stub hop')} on {_n(len(stub_lines), 'endpoint')} beside "
-        f"{_n(model, 'model hop')}",
+        f"{counted(stub, 'stub hop')} on {counted(len(stub_lines), 'endpoint')} beside "
+        f"{counted(model, 'model hop')}",
         evidence,
     )
 
@@ -386,17 +381,16 @@ def _near_misses(
     return found
 
 
-def trace_tool_calls_reach_stub(hops: Sequence[TraceHop], path: str) -> CheckOutcome:
-    """Establish that every model tool call is followed by a stub request with equal arguments.
+@dataclass(slots=True)
+class _StubBodies:
+    """Model hop indices and stub request bodies of a trace, the stub hops keyed by body."""
 
-    Equality is exact JSON equality of the parsed arguments and the stub request body (so
-    "3" and 3 differ; such near misses are named in the evidence), and the matched stub hop
-    must carry a real HTTP status. Each stub hop answers at most one call. A warning is
-    raised when the tool result fed back to the model tells a different outcome (ok vs
-    error) than the status the stub returned.
-    """
-    if not hops:
-        return skip(TOOL_CALLS_REACH_STUB, "no trace hops to inspect")
+    model_indices: list[int]
+    bodies: dict[int, Any]  # hop index → parsed stub request body
+    by_body: dict[str, list[int]]  # canonical body → stub hop indices, in trace order
+
+
+def _stub_bodies(hops: Sequence[TraceHop]) -> _StubBodies:
     kinds = [hop_kind(hop) for hop in hops]
     stub_by_body: dict[str, list[int]] = {}
     bodies: dict[int, Any] = {}
@@ -412,21 +406,44 @@ def trace_tool_calls_reach_stub(hops: Sequence[TraceHop], path: str) -> CheckOut
             key = _canon(body)
             if key is not None:
                 stub_by_body.setdefault(key, []).append(index)
+    return _StubBodies(model_indices, bodies, stub_by_body)
 
-    # Greedy, in trace order: each call takes the first unused later stub hop with its body.
-    # Calls come in increasing hop order, so a per-body cursor never needs to move back.
-    # Matched calls are kept as plain ints and strings, not objects: on a 100,000-hop trace
-    # the garbage collector's passes over kept objects cost more than the matching.
+
+@dataclass(slots=True)
+class _Matching:
+    """Which tool calls reached a stub hop with equal arguments, and which did not.
+
+    Matched calls are kept as parallel lists of plain ints and strings, not objects: on a
+    100,000-hop trace the garbage collector's passes over kept objects cost more than the
+    matching.
+    """
+
+    total: int
+    used: set[int]
+    call_ids: list[str | None]
+    stubs: list[int]
+    hops: list[int]
+    positions: list[int]  # of the call within its model hop
+    reached: list[dict[str, Any]]
+    unmatched: list[tuple[_Call, str]]
+
+
+def _match_calls(hops: Sequence[TraceHop], stubs: _StubBodies, path: str) -> _Matching:
+    """Greedy, in trace order: each call takes the first unused later stub hop with its body.
+
+    Calls come in increasing hop order, so a per-body cursor never needs to move back.
+    """
+    stub_by_body = stubs.by_body
     cursors: dict[str, int] = {}
     used: set[int] = set()
     total = 0
     matched_call_ids: list[str | None] = []
     matched_stubs: list[int] = []
     matched_hops: list[int] = []
-    matched_positions: list[int] = []  # of the call within its model hop
+    matched_positions: list[int] = []
     reached: list[dict[str, Any]] = []
     unmatched: list[tuple[_Call, str]] = []
-    for index in model_indices:
+    for index in stubs.model_indices:
         for position, call in enumerate(_model_output(index, hops[index])[1]):
             total += 1
             if not call.valid:
@@ -463,23 +480,43 @@ def trace_tool_calls_reach_stub(hops: Sequence[TraceHop], path: str) -> CheckOut
                         "line": stub.line,
                     }
                 )
-    if not total:
-        return skip(TOOL_CALLS_REACH_STUB, "the model asked for no tool calls in this trace")
+    return _Matching(
+        total,
+        used,
+        matched_call_ids,
+        matched_stubs,
+        matched_hops,
+        matched_positions,
+        reached,
+        unmatched,
+    )
 
+
+def _unmatched_evidence(
+    hops: Sequence[TraceHop], stubs: _StubBodies, matching: _Matching, path: str
+) -> list[dict[str, Any]]:
+    """One item per call that never reached the stub, near misses named for the first ones."""
     evidence: list[dict[str, Any]] = []
-    fails = 0
-    for count, (call, reason) in enumerate(unmatched):
-        fails += 1
+    for count, (call, reason) in enumerate(matching.unmatched):
         message = f"{call.label()} asked for at line {call.line} never reached the stub: {reason}"
         if count < _NEAR_MISS_CALLS and call.valid:
-            misses = _near_misses(call, hops, bodies, used)
+            misses = _near_misses(call, hops, stubs.bodies, matching.used)
             if misses:
                 message += "; near misses: " + " | ".join(misses)
         evidence.append({"message": message, "path": path, "line": call.line})
+    return evidence
 
-    # What the model was told about each matched call: the tool result with its id in the
-    # first model request after the stub hop (harnesses feed results straight back; a
-    # result fed later is not looked for, which keeps this pass linear).
+
+def _told_otherwise(
+    hops: Sequence[TraceHop], model_indices: list[int], matching: _Matching
+) -> list[tuple[_Call, int, str | None, int]]:
+    """(call, stub index, outcome told, model hop index) where the model was told otherwise.
+
+    What the model was told about each matched call: the tool result with its id in the
+    first model request after the stub hop (harnesses feed results straight back; a result
+    fed later is not looked for, which keeps this pass linear).
+    """
+    matched_call_ids, matched_stubs = matching.call_ids, matching.stubs
     by_next: dict[int, list[int]] = {}
     for number, call_id in enumerate(matched_call_ids):
         if call_id:
@@ -500,13 +537,18 @@ def trace_tool_calls_reach_stub(hops: Sequence[TraceHop], path: str) -> CheckOut
             actual = "ok" if isinstance(status, int) and status < 400 else "error"
             if outcome is not None and outcome != actual:
                 # Only a disagreement needs the call itself again, for its label.
-                hop_index = matched_hops[number]
-                call = _model_output(hop_index, hops[hop_index])[1][matched_positions[number]]
+                hop_index = matching.hops[number]
+                call = _model_output(hop_index, hops[hop_index])[1][matching.positions[number]]
                 told.append((call, matched_stubs[number], outcome, index))
-    warns = 0
+    return told
+
+
+def _told_evidence(
+    hops: Sequence[TraceHop], told: list[tuple[_Call, int, str | None, int]], path: str
+) -> list[dict[str, Any]]:
+    evidence: list[dict[str, Any]] = []
     for call, stub_index, outcome, told_index in told:
         stub = hops[stub_index]
-        warns += 1
         evidence.append(
             {
                 "message": (
@@ -518,12 +560,38 @@ def trace_tool_calls_reach_stub(hops: Sequence[TraceHop], path: str) -> CheckOut
                 "line": hops[told_index].line,
             }
         )
+    return evidence
 
+
+def trace_tool_calls_reach_stub(hops: Sequence[TraceHop], path: str) -> CheckOutcome:
+    """Establish that every model tool call is followed by a stub request with equal arguments.
+
+    Equality is exact JSON equality of the parsed arguments and the stub request body (so
+    "3" and 3 differ; such near misses are named in the evidence), and the matched stub hop
+    must carry a real HTTP status. Each stub hop answers at most one call. A warning is
+    raised when the tool result fed back to the model tells a different outcome (ok vs
+    error) than the status the stub returned.
+    """
+    if not hops:
+        return skip(TOOL_CALLS_REACH_STUB, "no trace hops to inspect")
+    stubs = _stub_bodies(hops)
+    matching = _match_calls(hops, stubs, path)
+    if not matching.total:
+        return skip(TOOL_CALLS_REACH_STUB, "the model asked for no tool calls in this trace")
+    evidence = _unmatched_evidence(hops, stubs, matching, path)
+    told = _told_otherwise(hops, stubs.model_indices, matching)
+    evidence += _told_evidence(hops, told, path)
+    return _reach_outcome(matching, len(told), evidence)
+
+
+def _reach_outcome(matching: _Matching, warns: int, evidence: list[dict[str, Any]]) -> CheckOutcome:
+    """fail when a call never reached the stub, warn when a result told otherwise, else pass."""
+    total, fails = matching.total, len(matching.unmatched)
     if fails:
         return CheckOutcome(
             TOOL_CALLS_REACH_STUB,
             "fail",
-            f"{fails} of {_n(total, 'model tool call')} never reached the stub "
+            f"{fails} of {counted(total, 'model tool call')} never reached the stub "
             "with the same arguments",
             evidence,
         )
@@ -533,13 +601,13 @@ def trace_tool_calls_reach_stub(hops: Sequence[TraceHop], path: str) -> CheckOut
             "warn",
             f"all {total} tool calls reached the stub, but {warns} tool results tell the "
             "model a different outcome than the stub's status",
-            evidence + reached,
+            evidence + matching.reached,
         )
     return CheckOutcome(
         TOOL_CALLS_REACH_STUB,
         "pass",
         f"all {total} model tool calls reached the stub with equal arguments and a real status",
-        reached,
+        matching.reached,
     )
 
 
@@ -564,6 +632,84 @@ class _Use:
     count: int = 0
 
 
+@dataclass(slots=True)
+class _IdScan:
+    """Ids as the trace issues and mentions them, in trace order."""
+
+    pattern: re.Pattern[str]
+    prefix: str  # every match starts with it: texts without it hold no id
+    issued: dict[str, int] = field(default_factory=dict)  # id → line of the issuing response
+    early: dict[str, _Use] = field(default_factory=dict)  # ids mentioned before issued
+    mentions: int = 0
+
+    def ids(self, text: str) -> Iterator[str]:
+        prefix = self.prefix
+        if prefix and prefix not in text:
+            return  # most texts hold no id at all: a substring test is far cheaper
+        for match in self.pattern.finditer(text):
+            start = match.start()
+            if start and (text[start - 1].isalnum() or text[start - 1] == "_"):
+                continue
+            if match.end() > start:
+                yield match.group(0)
+
+    def note(self, text: str, line: int | None, where: str, hop: TraceHop | None = None) -> None:
+        """Count the ids `text` mentions; remember where the not yet issued ones stand."""
+        issued, early = self.issued, self.early
+        for found in self.ids(text):
+            self.mentions += 1
+            if found in issued:
+                continue
+            use = early.setdefault(found, _Use([]))
+            use.count += 1
+            if len(use.lines) < _LOCATIONS_PER_ID:
+                # Built only for findings: formatting every hop's label is measurable.
+                use.lines.append((line, f"{where} ({_where(hop)})" if hop else where))
+
+    def model_hop(self, index: int, hop: TraceHop) -> None:
+        """A model hop mentions ids in its request, its assistant text and its tool calls."""
+        for text in _request_texts(hop.req):
+            self.note(text, hop.line, "model request")
+        fast = _fast_openai_output(json_body(hop.resp))
+        if fast is not None:
+            # Arguments as text are all this check needs; parsing them would double
+            # its cost on a big trace.
+            text = fast[0]
+            arguments = [(name, args) for _, name, args in fast[1]]
+        else:
+            text, calls = _model_output(index, hop)
+            arguments = [(c.name, c.raw if c.raw is not None else c.arguments) for c in calls]
+        self.note(text, hop.line, "model output (assistant text)")
+        for name, args in arguments:
+            self.note(
+                _flat_text(args),
+                hop.line,
+                f"model tool call {name if isinstance(name, str) and name else '(unnamed)'}"
+                " arguments",
+            )
+
+    def stub_hop(self, hop: TraceHop) -> None:
+        """A stub hop issues the ids of a successful response, then its request mentions ids."""
+        if hop.status is None or not _real_status(hop.status) or hop.status < 400:
+            # A successful response issues its ids before its own request is judged:
+            # GET /orders/{id} answered 200 means the stub knows that id. Error bodies
+            # ("no order ord_x") echo ids without issuing them.
+            for found in self.ids(_flat_text(hop.resp)):
+                self.issued.setdefault(found, hop.line)
+        if isinstance(hop.url, str):
+            self.note(hop.url, hop.line, "stub request URL", hop)
+        self.note(_flat_text(hop.req), hop.line, "stub request body", hop)
+
+
+def _id_regex(id_pattern: str) -> re.Pattern[str]:
+    """The id pattern as whole-token matches; raises `re.error` when it is not a regex."""
+    re.compile(id_pattern)  # on its own: wrapped, "ord_[" would read as a valid class
+    # Whole-token matches: `ord_ab` inside `word_abx` or `ord_abxyz` is not an id. The
+    # left edge is tested by hand: a leading lookbehind stops `re` from scanning for
+    # the pattern's literal prefix, which is most of the speed on big traces.
+    return re.compile(rf"(?:{id_pattern})(?![A-Za-z0-9_])")
+
+
 def trace_no_invented_ids(
     hops: Sequence[TraceHop],
     path: str,
@@ -580,116 +726,62 @@ def trace_no_invented_ids(
     if not hops:
         return skip(NO_INVENTED_IDS, "no trace hops to inspect")
     try:
-        re.compile(id_pattern)  # on its own: wrapped, "ord_[" would read as a valid class
-        # Whole-token matches: `ord_ab` inside `word_abx` or `ord_abxyz` is not an id. The
-        # left edge is tested by hand: a leading lookbehind stops `re` from scanning for
-        # the pattern's literal prefix, which is most of the speed on big traces.
-        pattern = re.compile(rf"(?:{id_pattern})(?![A-Za-z0-9_])")
+        pattern = _id_regex(id_pattern)
     except re.error as exc:
         return CheckOutcome(
             NO_INVENTED_IDS, "error", f"id pattern {id_pattern!r} is not a valid regex: {exc}"
         )
-
-    issued: dict[str, int] = {}
-    early: dict[str, _Use] = {}
-    mentions = 0
-
-    prefix = _literal_prefix(id_pattern)
-
-    def ids(text: str) -> Iterator[str]:
-        if prefix and prefix not in text:
-            return  # most texts hold no id at all: a substring test is far cheaper
-        for match in pattern.finditer(text):
-            start = match.start()
-            if start and (text[start - 1].isalnum() or text[start - 1] == "_"):
-                continue
-            if match.end() > start:
-                yield match.group(0)
-
-    def note(text: str, line: int | None, where: str, hop: TraceHop | None = None) -> None:
-        nonlocal mentions
-        for found in ids(text):
-            mentions += 1
-            if found in issued:
-                continue
-            use = early.setdefault(found, _Use([]))
-            use.count += 1
-            if len(use.lines) < _LOCATIONS_PER_ID:
-                # Built only for findings: formatting every hop's label is measurable.
-                use.lines.append((line, f"{where} ({_where(hop)})" if hop else where))
-
+    scan = _IdScan(pattern, _literal_prefix(id_pattern))
     for index, hop in enumerate(hops):
         kind = hop_kind(hop)
         if kind == MODEL:
-            for text in _request_texts(hop.req):
-                note(text, hop.line, "model request")
-            fast = _fast_openai_output(json_body(hop.resp))
-            if fast is not None:
-                # Arguments as text are all this check needs; parsing them would double
-                # its cost on a big trace.
-                text = fast[0]
-                arguments = [(name, args) for _, name, args in fast[1]]
-            else:
-                text, calls = _model_output(index, hop)
-                arguments = [(c.name, c.raw if c.raw is not None else c.arguments) for c in calls]
-            note(text, hop.line, "model output (assistant text)")
-            for name, args in arguments:
-                note(
-                    _flat_text(args),
-                    hop.line,
-                    f"model tool call {name if isinstance(name, str) and name else '(unnamed)'}"
-                    " arguments",
-                )
-            continue
-        if kind != STUB:
-            continue
-        if hop.status is None or not _real_status(hop.status) or hop.status < 400:
-            # A successful response issues its ids before its own request is judged:
-            # GET /orders/{id} answered 200 means the stub knows that id. Error bodies
-            # ("no order ord_x") echo ids without issuing them.
-            for found in ids(_flat_text(hop.resp)):
-                issued.setdefault(found, hop.line)
-        if isinstance(hop.url, str):
-            note(hop.url, hop.line, "stub request URL", hop)
-        note(_flat_text(hop.req), hop.line, "stub request body", hop)
-
+            scan.model_hop(index, hop)
+        elif kind == STUB:
+            scan.stub_hop(hop)
     for number, extra in enumerate(extra_texts, 1):
         label, text = extra if isinstance(extra, tuple) else (f"extra text #{number}", extra)
         if isinstance(text, str):
-            note(text, None, label)
+            scan.note(text, None, label)
+    return _ids_outcome(scan, id_pattern, path)
 
-    evidence: list[dict[str, Any]] = []
-    invented = 0
-    for found, use in early.items():
-        places = "; ".join(
-            f"{where} at line {line}" if line is not None else where for line, where in use.lines
+
+def _early_use_finding(found: str, use: _Use, issued: dict[str, int], path: str) -> dict[str, Any]:
+    """The finding for one id used before (or without) the stub issuing it."""
+    places = "; ".join(
+        f"{where} at line {line}" if line is not None else where for line, where in use.lines
+    )
+    more = f" (+{use.count - len(use.lines)} more)" if use.count > len(use.lines) else ""
+    if found in issued:
+        message = (
+            f"{found} used in {places}{more} before the stub issued it at line {issued[found]}"
         )
-        more = f" (+{use.count - len(use.lines)} more)" if use.count > len(use.lines) else ""
-        first_line = use.lines[0][0]
-        if found in issued:
-            message = (
-                f"{found} used in {places}{more} before the stub issued it at line {issued[found]}"
-            )
-        else:
-            invented += 1
-            message = f"{found} appears in {places}{more}; no stub response issued it"
-        item: dict[str, Any] = {"message": message, "path": path}
-        if first_line is not None:
-            item["line"] = first_line
-        evidence.append(item)
+    else:
+        message = f"{found} appears in {places}{more}; no stub response issued it"
+    item: dict[str, Any] = {"message": message, "path": path}
+    first_line = use.lines[0][0]
+    if first_line is not None:
+        item["line"] = first_line
+    return item
+
+
+def _ids_outcome(scan: _IdScan, id_pattern: str, path: str) -> CheckOutcome:
+    """fail on any id used before it was issued (or never issued), else pass."""
+    issued = scan.issued
+    evidence = [_early_use_finding(found, use, issued, path) for found, use in scan.early.items()]
     if evidence:
+        invented = sum(1 for found in scan.early if found not in issued)
         early_only = len(evidence) - invented
         parts = []
         if invented:
-            parts.append(f"{_n(invented, 'id')} never issued by the stub")
+            parts.append(f"{counted(invented, 'id')} never issued by the stub")
         if early_only:
-            parts.append(f"{_n(early_only, 'id')} used before the stub issued them")
+            parts.append(f"{counted(early_only, 'id')} used before the stub issued them")
         return CheckOutcome(NO_INVENTED_IDS, "fail", ", ".join(parts), evidence)
     return CheckOutcome(
         NO_INVENTED_IDS,
         "pass",
-        f"every id matching {id_pattern} ({mentions} mentions) was issued by the stub first"
-        if mentions
+        f"every id matching {id_pattern} ({scan.mentions} mentions) was issued by the stub first"
+        if scan.mentions
         else f"no id matching {id_pattern} appears in model output or requests",
         [
             {"message": f"{found} issued at line {line}", "path": path, "line": line}
