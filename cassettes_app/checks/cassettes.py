@@ -406,16 +406,16 @@ def cassettes_fresh(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> 
     )
 
 
-def cassettes_pruned(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> CheckOutcome:
-    """Establishes that no recording is stored twice (key or bytes) and the total is under cap."""
-    check = PRUNED
-    files: dict[str, RecordingFacts] = {}
-    for f in facts:
-        files.setdefault(f.path, f)  # one file can hold several recordings (HAR, agent logs)
-    if not files:
-        return skip(check, "no recordings")
-    paths = sorted(files)
-    # Union-find over files sharing a key or a content hash: each group keeps one file.
+def _request_identity(f: RecordingFacts) -> str | None:
+    """What makes two recordings the same one: the stored key, else the key recomputed from
+    the request; None when the file has neither (a run-twice fixture of response text only,
+    which only its own name identifies)."""
+    return f.key or f.recomputed_key or None
+
+
+def _joined_groups(paths: list[str], overlapping: list[list[str]]) -> list[list[str]]:
+    """Union of groups that share a file (one file can carry several keys): each result
+    group keeps one file, the rest are duplicates."""
     parent = {p: p for p in paths}
 
     def find(p: str) -> str:
@@ -424,29 +424,59 @@ def cassettes_pruned(facts: Sequence[RecordingFacts], config: AnalysisConfig) ->
             p = parent[p]
         return p
 
-    def join(group: dict[str, list[str]]) -> None:
-        for members in group.values():
-            for other in members[1:]:
-                a, b = find(members[0]), find(other)
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
-
-    by_key: dict[str, list[str]] = {}
-    by_sha: dict[str, list[str]] = {}
-    for f in facts:
-        if f.key:
-            by_key.setdefault(f.key, [])
-            if f.path not in by_key[f.key]:
-                by_key[f.key].append(f.path)
-    for path in paths:
-        if files[path].sha256:
-            by_sha.setdefault(files[path].sha256, []).append(path)
-    join({k: v for k, v in by_key.items() if len(v) > 1})
-    join({k: v for k, v in by_sha.items() if len(v) > 1})
+    for members in overlapping:
+        for other in members[1:]:
+            a, b = find(members[0]), find(other)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
     groups: dict[str, list[str]] = {}
     for path in paths:
         groups.setdefault(find(path), []).append(path)
-    dupes = [members for members in groups.values() if len(members) > 1]
+    return [members for members in groups.values() if len(members) > 1]
+
+
+def _equal_responses_note(
+    files: dict[str, RecordingFacts], dupes: list[list[str]]
+) -> list[dict[str, Any]]:
+    """Files with identical bytes that are not duplicates (different keys, or no key)."""
+    in_dupes = {p for members in dupes for p in members}
+    by_sha: dict[str, list[str]] = {}
+    for path in sorted(files):
+        if files[path].sha256 and path not in in_dupes:
+            by_sha.setdefault(files[path].sha256, []).append(path)
+    return [
+        {
+            "message": f"identical content under different keys (not duplicates): "
+            f"{', '.join(members)}",
+            "paths": members,
+            "info": True,
+        }
+        for members in by_sha.values()
+        if len(members) > 1
+    ]
+
+
+def cassettes_pruned(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> CheckOutcome:
+    """Establishes that no request is recorded twice (per key) and the total is under cap.
+
+    Several files for one key are duplicates (reruns left behind). Equal responses under
+    different keys are not: two prompts may well get the same answer, so they are named
+    as information only.
+    """
+    check = PRUNED
+    files: dict[str, RecordingFacts] = {}
+    for f in facts:
+        files.setdefault(f.path, f)  # one file can hold several recordings (HAR, agent logs)
+    if not files:
+        return skip(check, "no recordings")
+    by_key: dict[str, list[str]] = {}
+    for f in facts:
+        identity = _request_identity(f)
+        if identity:
+            members = by_key.setdefault(identity, [])
+            if f.path not in members:
+                members.append(f.path)
+    dupes = _joined_groups(sorted(files), [m for m in by_key.values() if len(m) > 1])
 
     evidence: list[dict[str, Any]] = []
     saved = 0
@@ -457,7 +487,7 @@ def cassettes_pruned(facts: Sequence[RecordingFacts], config: AnalysisConfig) ->
         extra = sum(files[p].size for p in members[1:])
         saved += extra
         same_bytes = len({files[p].sha256 for p in members}) == 1
-        how = "identical content" if same_bytes else "same key"
+        how = "same key, identical content" if same_bytes else "same key"
         keys = sorted({files[p].key for p in members if files[p].key})
         evidence.append(
             {
@@ -469,6 +499,7 @@ def cassettes_pruned(facts: Sequence[RecordingFacts], config: AnalysisConfig) ->
                 "bytes_saved": extra,
             }
         )
+    evidence += _equal_responses_note(files, dupes)
     total = sum(f.size for f in files.values())
     over = total > config.max_recordings_bytes
     if over:

@@ -206,9 +206,10 @@ class _Entry:
     path: str | None = None
     line: int | None = None
     soft: bool = False  # found, but weakly (a .PHONY name without a rule, ...)
+    optional: bool = False  # the brief welcomes it but does not require it (absent here)
 
     def evidence(self) -> dict[str, Any]:
-        state = "found" if self.found else "missing"
+        state = "not required" if self.optional else "found" if self.found else "missing"
         item: dict[str, Any] = {"message": f"{self.label}: {state} — {self.detail}"}
         if self.path:
             item["path"] = self.path
@@ -243,6 +244,13 @@ def _make_entry(make: _Make, target: str) -> _Entry:
 
 
 _TEST_SCRIPTS = ("test.sh", "run_tests.sh", "run-tests.sh", "tests.sh")
+
+
+def _optional(entry: _Entry, why: str) -> _Entry:
+    """An entry the brief does not require: absent, it is noted, never missing."""
+    if entry.found:
+        return entry
+    return _Entry(entry.label, True, f"none ({why}, not required)", optional=True)
 
 
 def _test_entry(root: Path, make: _Make) -> _Entry:
@@ -625,7 +633,7 @@ def docs_entrypoints(
         entries += [_make_entry(make, target) for target in ("record", "test", "demo")]
     elif shape == "run-twice":
         entries += _run_sh_entries(root, make, replay_command)
-        entries.append(_test_entry(root, make))
+        entries.append(_optional(_test_entry(root, make), "the run-twice brief welcomes tests"))
     elif shape == "trace":
         entries += [_stub_entry(root, make), _test_entry(root, make)]
     elif shape == "ticket-service":

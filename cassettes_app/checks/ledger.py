@@ -267,15 +267,16 @@ def _model_call_run(
 def _fallback_finding(
     entry: LedgerEntry, key: str | None, input_field: str | None, path: str
 ) -> dict[str, Any] | None:
-    """A finding for a fallback without a reason or without `needs_human: true`, else None."""
+    """A finding for a fallback line that says no human is needed, else None.
+
+    The line records the fallback; `needs_human` is a property of the ticket (judged by
+    service.degrades_gracefully), so a line need not repeat it, nor give a reason. Only a
+    line that contradicts the brief, saying needs_human is false, is a finding.
+    """
     data = entry.data
-    problems = []
-    if _reason(data) is None:
-        problems.append("no reason")
-    if not _true(data.get("needs_human")):
-        problems.append(f"needs_human is {data.get('needs_human')!r}, not true")
-    if not problems:
+    if "needs_human" not in data or data["needs_human"] is None or _true(data["needs_human"]):
         return None
+    problems = [f"needs_human is {data.get('needs_human')!r} after a fallback"]
     return {
         "message": f"fallback at line {entry.line}"
         + (f" for {input_field} {clipped(key, _INPUT_SHOWN)}" if key else "")
@@ -385,7 +386,7 @@ def _ledger_outcome(findings: _LedgerFindings) -> CheckOutcome:
             what.append(f"retry storm ({worst} attempts for one input)")
         bad_fallbacks = len(fails) - len(storms)
         if bad_fallbacks:
-            what.append(f"{counted(bad_fallbacks, 'fallback')} without reason or needs_human")
+            what.append(f"{counted(bad_fallbacks, 'fallback')} marked as needing no human")
         return CheckOutcome(CHECK_ID, "fail", f"{'; '.join(what)} — {tally}", fails + warns + notes)
     if warns:
         return CheckOutcome(

@@ -400,6 +400,37 @@ def test_pruned_fails_for_the_same_key_with_different_content() -> None:
     assert outcome.evidence[0]["bytes_saved"] == 20
 
 
+def test_equal_responses_under_different_keys_are_not_duplicates() -> None:
+    same = "cd" * 32
+    rows = [
+        facts("cassettes/a.json", key="a" * 16, sha256=same, size=40),
+        facts("cassettes/b.json", key="b" * 16, sha256=same, size=40),
+    ]
+    outcome = cassettes_pruned(rows, CONFIG)
+    assert outcome.status == "pass"
+    note = next(e for e in outcome.evidence if e.get("info"))
+    assert note["paths"] == ["cassettes/a.json", "cassettes/b.json"]
+    assert "not duplicates" in note["message"]
+
+
+def test_run_twice_fixtures_with_the_same_text_and_no_key_are_not_duplicates() -> None:
+    """A good run-twice hand-in: two prompts whose recorded answer text is the same."""
+    same = "ef" * 32
+    rows = [
+        facts("fixtures/a.json", format="fixture_json", sha256=same, size=20),
+        facts("fixtures/b.json", format="fixture_json", sha256=same, size=20),
+    ]
+    assert cassettes_pruned(rows, CONFIG).status == "pass"
+
+
+def test_the_same_request_twice_without_a_stored_key_is_a_duplicate() -> None:
+    rows = [
+        facts("cassettes/x.yaml", format="vcr_yaml", recomputed_key="r" * 16, size=30),
+        facts("cassettes/old/x.yaml", format="vcr_yaml", recomputed_key="r" * 16, size=30),
+    ]
+    assert cassettes_pruned(rows, CONFIG).status == "fail"
+
+
 def test_pruned_fails_when_recordings_are_over_the_size_limit() -> None:
     config = AnalysisConfig(max_recordings_bytes=1000, now=NOW)
     rows = [facts(f"cassettes/{i}.json", size=400) for i in range(3)]

@@ -119,8 +119,17 @@ def test_run_twice_mode_only_in_comment_and_not_executable_fails(tmp_path: Path)
     root = tree(tmp_path, {"run.sh": run_sh, "main.py": "print('replay')\n"})
     outcome = docs_entrypoints(root, "run-twice")
     assert outcome.status == "fail"
-    assert "./run.sh, ./run.sh replay, ./run.sh record, test target" in outcome.summary
+    assert outcome.summary == "missing: ./run.sh, ./run.sh replay, ./run.sh record"
     assert "not executable and nothing runs it with sh/bash" in messages(outcome)
+
+
+def test_run_twice_needs_no_test_suite_the_brief_only_welcomes_one(tmp_path: Path) -> None:
+    run_sh = '#!/bin/sh\ncase "$1" in\n  replay) python3 main.py ;;\n  record) python3 main.py --record ;;\nesac\n'
+    root = tree(tmp_path, {"run.sh": run_sh, "main.py": "print('ok')\n"})
+    (root / "run.sh").chmod(0o755)
+    outcome = docs_entrypoints(root, "run-twice")
+    assert outcome.status == "pass", outcome.evidence
+    assert "test target: not required" in messages(outcome)
 
 
 def test_run_sh_forwarding_its_argument_and_invoked_with_bash(tmp_path: Path) -> None:
