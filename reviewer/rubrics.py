@@ -1,4 +1,9 @@
-"""Built-in rubric templates, from the take-home articles."""
+"""Built-in rubric templates, from the take-home articles.
+
+Each template is named after its shape and each row cites only checks that apply to that
+shape (`cassettes_app/checks/rules.py`), so a row's evidence never comes from another
+task's rules; tests/reviewer/test_rubrics.py holds both to each other.
+"""
 
 from __future__ import annotations
 
@@ -105,8 +110,9 @@ BUILTIN: dict[str, dict[str, Any]] = {
             (
                 "Volatile data outside the graded file",
                 10,
-                "Timings and model ids go to a separate log, not to out/answers.json.",
-                [BYTE_IDENTICAL],
+                "Timings and model ids go to a separate log (out/run.log), not to "
+                "out/answers.json.",
+                [BYTE_IDENTICAL, MODEL_METADATA],
             ),
         ],
     },
