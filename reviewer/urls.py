@@ -35,6 +35,7 @@ urlpatterns = [
     path(
         "submissions/<int:pk>/review/submit/", submission.review_submit_view, name="review_submit"
     ),
+    path("submissions/<int:pk>/rerun/", submission.jobs_rerun, name="jobs_rerun"),
     path("submissions/<int:pk>/diff/", diff.turn_diff, name="turn_diff"),
     path("submissions/<int:pk>/rerecords/", diff.rerecord_upload, name="rerecord_upload"),
     path("submissions/<int:pk>/rerecords/<int:rid>/", diff.rerecord_detail, name="rerecord"),

@@ -27,6 +27,7 @@ from reviewer.scoring import (
     score_save,
 )
 from reviewer.views.access import get_submission_for_user
+from submissions.jobs.rerun import RERUN_KINDS, RerunRefused, submission_rerun
 from submissions.models import Job, Submission
 from submissions.selectors import evidence_context, jobs_context
 
@@ -94,6 +95,7 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One submission: header, jobs, checks, recordings, conversations, trace, rubric."""
     submission = get_submission_for_user(request, pk)
     context = jobs_context(submission)
+    context["rerun_kinds"] = list(RERUN_KINDS)
     if request.htmx and request.GET.get("panel") == "jobs":
         response = render(request, "reviewer/submission.html#job-panel", context)
         if not context["jobs_active"]:
@@ -228,3 +230,18 @@ def evidence_html(request: HttpRequest, context: dict[str, object]) -> dict[str,
         caches["fragments"].set(key, plain, _EVIDENCE_TTL)
     # Our own templates rendered these from escaped values.
     return {part: mark_safe(text) for part, text in html.items()}  # noqa: S308
+
+
+@login_required
+@require_POST
+def jobs_rerun(request: HttpRequest, pk: int) -> HttpResponse:
+    """Run a submission's jobs again (all, or one kind), then show the job panel."""
+    submission = get_submission_for_user(request, pk)
+    what = request.POST.get("what", "all")
+    try:
+        job = submission_rerun(submission=submission, what=what)
+    except RerunRefused as exc:
+        messages.error(request, f"Not run again: {exc}")
+    else:
+        messages.success(request, f"{job.get_kind_display()} queued again.")
+    return redirect(f"{submission.get_absolute_url()}#job-panel")

@@ -286,10 +286,11 @@ def _extra_checks(analyzer: Analyzer, submission: Submission) -> list[CheckOutco
     return out
 
 
-def _next_jobs(submission: Submission) -> None:
-    """Queue what follows analysis (once: a redelivered analysis must not queue twice)."""
+def _next_jobs(submission: Submission, job: Job) -> None:
+    """Queue what follows this analysis, once: a redelivered analysis must not queue twice,
+    and a re-run analysis queues its own followers (jobs made before it do not count)."""
     assignment = submission.assignment
-    existing = set(submission.jobs.values_list("kind", flat=True))
+    existing = set(submission.jobs.filter(pk__gt=job.pk).values_list("kind", flat=True))
     if assignment.replay_command and Job.Kind.REPLAY not in existing:
         job_create(submission=submission, kind=Job.Kind.REPLAY)
     has_trace = TraceRow.objects.filter(submission=submission).exists()
@@ -420,7 +421,7 @@ def _analysis(job: Job, progress: Progress) -> Outcome:
         ],
         batch_size=_BATCH,
     )
-    _next_jobs(submission)
+    _next_jobs(submission, job)
     failing = sum(1 for o in outcomes if o.status == "fail")
     summary = f"{count} files, {len(hits)} secret hits, {len(outcomes)} checks, {failing} failing"
     progress.step("done", 100)
