@@ -1,0 +1,220 @@
+"""Each take-home shape judged by its own brief, end to end through the real sandbox.
+
+Issue 14: a good hand-in of any shape gets no `fail` and no `warn` (except where its brief
+says so), every `skip` says why; each flaw a brief names is found by the check meant for it,
+with nothing else failing. The good hand-ins are the demo's `*-good` repositories and a
+"brief-minimal" variant of each that satisfies the brief but trips the old cassette-centric
+rules; each flawed hand-in is a copy of a good repository with one planted flaw (plus, where
+the candidate's own self-test would have caught that flaw, that test removed: a candidate
+who ships the flaw does not ship a passing test against it).
+
+Every hand-in runs every job inline (`ingest_inline`): analysis, replay in bubblewrap,
+trace verification, service probe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cassettes_app.checks import catalog as c
+from cassettes_app.checks.rules import shape_rules
+from reviewer.demo import DEMO_DIR
+from submissions.assignments import load_assignment_file
+from submissions.models import CheckResult
+from tests.conftest import ingest_inline
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.django_db]
+
+REPOS = DEMO_DIR / "repos"
+TOOLS = DEMO_DIR / "tools"
+SLUGS = {
+    "cassette": "cassette-triage",
+    "run-twice": "run-twice",
+    "trace": "shop-trace",
+    "ticket-service": "ticket-service",
+}
+
+# ------------------------------------------------------------------ helpers
+
+
+def judge(repo: Path, shape: str) -> dict[str, CheckResult]:
+    """Ingest `repo` under the demo assignment of `shape`: {check_id: CheckResult}."""
+    values = load_assignment_file(DEMO_DIR / "assignments" / f"{SLUGS[shape]}.yaml")
+    _, checks = ingest_inline(repo, values, candidate=f"{shape} {repo.name}")
+    return checks
+
+
+def report(checks: dict[str, CheckResult]) -> str:
+    """Every check that did not pass, with its summary (and first evidence lines)."""
+    lines = []
+    for cid, check in sorted(checks.items()):
+        if check.status == "pass":
+            continue
+        lines.append(f"  {check.status:5} {cid}: {check.summary}")
+        if check.status in ("fail", "warn", "error"):
+            for item in (check.evidence or [])[:3]:
+                if isinstance(item, dict) and item.get("message"):
+                    lines.append(f"          - {str(item['message'])[:300]}")
+    return "non-pass checks:\n" + ("\n".join(lines) or "  (none)")
+
+
+def assert_verdicts(
+    checks: dict[str, CheckResult],
+    shape: str,
+    *,
+    expect: dict[str, str] | None = None,
+    allow_warn: frozenset[str] = frozenset(),
+) -> None:
+    """`expect` holds exactly; every other check passes or skips with a reason.
+
+    A check the shape's rules turn off must be a `skip` naming the rule's reason, and every
+    check the shape applies must have been judged (present).
+    """
+    expect = expect or {}
+    problems = []
+    for cid, status in expect.items():
+        got = checks[cid].status if cid in checks else "absent"
+        if got != status:
+            problems.append(f"{cid}: expected {status}, got {got}")
+    rules = shape_rules(shape)
+    for cid, check in checks.items():
+        if cid in expect:
+            continue
+        if check.status == "warn" and cid in allow_warn:
+            continue
+        if check.status not in ("pass", "skip"):
+            problems.append(f"{cid}: unexpected {check.status}")
+        elif check.status == "skip" and not check.summary.strip():
+            problems.append(f"{cid}: skip without a reason")
+        rule = rules.get(cid)
+        if rule is not None and not rule.applies and check.status != "skip":
+            problems.append(f"{cid}: does not apply to {shape} but is {check.status}")
+    assert not problems, "\n".join(problems) + "\n" + report(checks)
+
+
+def copy_repo(name: str, dest: Path) -> Path:
+    """A writable copy of a demo repository, without caches or outputs."""
+    target = dest / name
+    shutil.copytree(
+        REPOS / name, target, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "out")
+    )
+    return target
+
+
+def edit(path: Path, old: str, new: str, *, count: int = 1) -> None:
+    """Replace `old` by `new` in a file; the demo must still hold `old` exactly `count` times."""
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == count, f"{path.name}: {old!r} found {text.count(old)}x"
+    path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def applied(shape: str) -> list[str]:
+    return sorted(cid for cid, rule in shape_rules(shape).items() if rule.applies)
+
+
+def rewrite_json(path: Path, change) -> None:
+    """Load a recording, let `change` edit it in place, write it back as the demo writes it."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    change(data)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def fake_key(seed: str) -> str:
+    """A made-up, high-entropy OpenAI-style key (never a real one)."""
+    digest = hashlib.sha256(seed.encode()).hexdigest()
+    return "sk-proj-" + "".join(ch.upper() if i % 3 else ch for i, ch in enumerate(digest))[:48]
+
+
+# ------------------------------------------------------------------ 1. cassette task
+
+CASSETTE_APPLIES = [
+    c.OFFLINE_PASS,
+    c.BYTE_IDENTICAL,
+    c.MISSING_FIXTURE,
+    c.NO_NETWORK,
+    c.RECORDINGS_USED,
+    c.KEYS_MATCH,
+    c.NO_SECRETS,
+    c.MODEL_METADATA,
+    c.FRESH,
+    c.PRUNED,
+    c.PER_TURN,
+    c.ENTRYPOINTS,
+    c.REPLAY_NOTES,
+]
+
+
+def test_cassette_good_hand_in_passes_every_check_its_brief_asks_for() -> None:
+    checks = judge(REPOS / "cassette-good", "cassette")
+    assert_verdicts(checks, "cassette", expect=dict.fromkeys(CASSETTE_APPLIES, "pass"))
+
+
+def test_cassette_replay_that_falls_back_to_the_network_on_a_miss(tmp_path: Path) -> None:
+    """The flaw: a replay miss "heals itself" from the live endpoint instead of raising.
+
+    Both suite runs have every cassette, so they stay offline: only the probe with a
+    cassette removed reaches for api.openai.com, and only the missing-fixture check is
+    about that.
+    """
+    repo = copy_repo("cassette-good", tmp_path)
+    edit(
+        repo / "triage" / "cassette.py",
+        "        if not path.is_file():\n            raise CassetteMiss(key, path)\n",
+        "        if not path.is_file():\n"
+        "            from .live import OpenAITransport\n\n"
+        "            return (self.live or OpenAITransport()).send(payload)\n",
+    )
+    # ... with a client that sends whatever key it has (none, offline) ...
+    edit(
+        repo / "triage" / "live.py",
+        '        api_key = os.environ.get("OPENAI_API_KEY")\n'
+        "        if not api_key:\n"
+        '            raise RuntimeError("OPENAI_API_KEY is not set (only record/passthrough need it)")\n',
+        '        api_key = os.environ.get("OPENAI_API_KEY", "")\n',
+    )
+    # ... and without the candidate's own tests that pin a miss to an error, offline.
+    edit(
+        repo / "tests" / "test_cassette.py",
+        "def test_replay_of_a_missing_key_names_key_and_path(tmp_path):",
+        "def _not_shipped_replay_of_a_missing_key(tmp_path):",
+    )
+    edit(
+        repo / "tests" / "conftest.py",
+        '    monkeypatch.setattr(socket.socket, "connect", refuse)\n'
+        '    monkeypatch.setattr(socket, "getaddrinfo", refuse)\n'
+        '    monkeypatch.setattr(socket, "create_connection", refuse)\n',
+        "",
+    )
+    checks = judge(repo, "cassette")
+    assert_verdicts(checks, "cassette", expect={c.MISSING_FIXTURE: "fail", c.NO_NETWORK: "pass"})
+    assert checks[c.MISSING_FIXTURE].evidence[0]["outcome"] == "network_fallback"
+
+
+def test_cassette_stale_recording_fails_fresh(tmp_path: Path) -> None:
+    repo = copy_repo("cassette-good", tmp_path)
+    victim = sorted((repo / "cassettes").glob("*.json"))[0]
+    # 90 days before today: past the assignment's 42 days whatever day the suite runs.
+    from datetime import UTC, datetime, timedelta
+
+    old = (datetime.now(UTC) - timedelta(days=90)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    rewrite_json(victim, lambda d: d.update(recorded_at=old))
+    checks = judge(repo, "cassette")
+    assert_verdicts(checks, "cassette", expect={c.FRESH: "fail"})
+    assert "older than 42 days" in checks[c.FRESH].summary
+
+
+def test_cassette_with_a_leaked_credential_fails_no_secrets(tmp_path: Path) -> None:
+    repo = copy_repo("cassette-good", tmp_path)
+    victim = sorted((repo / "cassettes").glob("*.json"))[1]
+    secret = fake_key("cassette-leak")
+    rewrite_json(
+        victim, lambda d: d["response"].update(debug_headers={"Authorization": f"Bearer {secret}"})
+    )
+    checks = judge(repo, "cassette")
+    assert_verdicts(checks, "cassette", expect={c.NO_SECRETS: "fail"})
+    assert secret not in json.dumps(checks[c.NO_SECRETS].evidence)  # shown redacted
