@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -218,3 +221,195 @@ def test_cassette_with_a_leaked_credential_fails_no_secrets(tmp_path: Path) -> N
     checks = judge(repo, "cassette")
     assert_verdicts(checks, "cassette", expect={c.NO_SECRETS: "fail"})
     assert secret not in json.dumps(checks[c.NO_SECRETS].evidence)  # shown redacted
+
+
+# ------------------------------------------------------------------ 2. run-twice task
+
+RUN_TWICE_APPLIES = [
+    c.OFFLINE_PASS,
+    c.BYTE_IDENTICAL,
+    c.MISSING_FIXTURE,
+    c.NO_NETWORK,
+    c.RECORDINGS_USED,
+    c.NO_SECRETS,
+    c.MODEL_METADATA,  # looked for in out/run.log, as the replay wrote it
+    c.FRESH,
+    c.PRUNED,
+    c.ENTRYPOINTS,
+]
+
+MINIMAL_FIXTURES = '''"""Recorded model answers: fixtures/recordings/<key>.json = {"text": <the reply>}.
+
+key = first 16 hex of sha256 of the request that produced it (model, prompt, params, input).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from .model import MODEL, PROMPT
+
+
+class MissingRecording(RuntimeError):
+    def __init__(self, index: int, text: str, path: Path) -> None:
+        self.path = path
+        super().__init__(
+            f"input #{index} ({text[:40]!r}) has no recording: {path} is missing. "
+            "Replay never calls the model; run ./run.sh record to create it."
+        )
+
+
+class StaleRecording(RuntimeError):
+    pass
+
+
+def text_sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def request_key(text: str) -> str:
+    request = {"model": MODEL, "prompt": PROMPT, "temperature": 0, "input": text}
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def recording_path(directory: Path, text: str) -> Path:
+    return directory / f"{request_key(text)}.json"
+
+
+def load_recording(directory: Path, index: int, text: str) -> dict:
+    path = recording_path(directory, text)
+    if not path.is_file():
+        raise MissingRecording(index, text, path)
+    return {"response": json.loads(path.read_text(encoding="utf-8"))["text"], "model": MODEL}
+
+
+def save_recording(directory: Path, text: str, response: str, model: str, recorded_at: str) -> Path:
+    path = recording_path(directory, text)
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"text": response}, ensure_ascii=False) + "\\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+'''
+
+# A sixth message whose recorded reply is word for word the fourth one's: two fixtures with
+# identical content under two keys, which the brief does not call duplicates.
+SECOND_THANKS = "Thanks again, your support team sorted out our webhooks really fast!"
+
+
+def run_twice_minimal(dest: Path) -> Path:
+    """run-twice-good reduced to what the brief asks for, and nothing the old rules wanted.
+
+    Fixtures hold only `{"text": <reply>}` (no model, no recording time), named by a hash
+    of model + prompt + params + input; two of them hold identical text; no test suite,
+    no Makefile: only `./run.sh replay|record`; the model id goes to out/run.log.
+    """
+    repo = copy_repo("run-twice-good", dest)
+    recordings = repo / "fixtures" / "recordings"
+    old = {
+        p.name: json.loads(p.read_text(encoding="utf-8")) for p in sorted(recordings.glob("*.json"))
+    }
+    inputs = json.loads((repo / "fixtures" / "inputs.json").read_text(encoding="utf-8"))
+    replies = {r["text"]: r["response"] for r in old.values()}
+    thanks = next(t for t in replies if "ten minutes" in t)
+    inputs.append({"text": SECOND_THANKS})
+    replies[SECOND_THANKS] = replies[thanks]
+    (repo / "fixtures" / "inputs.json").write_text(
+        json.dumps(inputs, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    (repo / "answerer" / "fixtures.py").write_text(MINIMAL_FIXTURES, encoding="utf-8")
+    for name in old:
+        (recordings / name).unlink()
+    # The candidate's own code names the files (run on the host: it is the demo's code).
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from answerer.fixtures import save_recording\n"
+        "for text, reply in json.load(sys.stdin):\n"
+        "    save_recording(Path('fixtures/recordings'), text, reply, '', '')\n"
+    )
+    pairs = [[item["text"], replies[item["text"]]] for item in inputs]
+    subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=repo,
+        input=json.dumps(pairs),
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    # The run log keeps the model id (there is no recording time left to log).
+    edit(
+        repo / "answerer" / "__main__.py",
+        '                "model": recording["model"],\n'
+        '                "recorded_at": recording["recorded_at"],\n',
+        '                "model": recording["model"],\n',
+    )
+    shutil.rmtree(repo / "tests")
+    (repo / "pytest.ini").unlink()
+    (repo / "Makefile").unlink()
+    edit(repo / "README.md", "make test         # pytest (offline)\n", "")
+    return repo
+
+
+def test_run_twice_good_hand_in_passes_every_check_its_brief_asks_for() -> None:
+    checks = judge(REPOS / "run-twice-good", "run-twice")
+    assert_verdicts(checks, "run-twice", expect=dict.fromkeys(RUN_TWICE_APPLIES, "pass"))
+    assert checks[c.KEYS_MATCH].status == "skip"  # demo fixtures are named by the input text
+
+
+def test_run_twice_brief_minimal_hand_in_gets_no_false_verdict(tmp_path: Path) -> None:
+    repo = run_twice_minimal(tmp_path)
+    files = sorted((repo / "fixtures" / "recordings").glob("*.json"))
+    assert len(files) == 6 and len({f.read_bytes() for f in files}) == 5
+    checks = judge(repo, "run-twice")
+    assert_verdicts(
+        checks,
+        "run-twice",
+        expect={
+            c.OFFLINE_PASS: "pass",
+            c.BYTE_IDENTICAL: "pass",
+            c.MISSING_FIXTURE: "pass",
+            c.NO_NETWORK: "pass",
+            c.RECORDINGS_USED: "pass",
+            c.MODEL_METADATA: "pass",
+            c.PRUNED: "pass",
+            c.ENTRYPOINTS: "pass",
+        },
+    )
+    assert "gpt-4o-mini-2024-07-18" in checks[c.MODEL_METADATA].summary
+
+
+def test_run_twice_timestamp_in_the_graded_file_fails_byte_identical(tmp_path: Path) -> None:
+    repo = copy_repo("run-twice-good", tmp_path)
+    edit(
+        repo / "answerer" / "__main__.py",
+        '    return {"answers": answers, "count": len(answers)}\n',
+        '    return {"answers": answers, "count": len(answers), "generated_at": time.time()}\n',
+    )
+    checks = judge(repo, "run-twice")
+    assert_verdicts(checks, "run-twice", expect={c.BYTE_IDENTICAL: "fail"})
+    assert "timestamp" in checks[c.BYTE_IDENTICAL].summary
+
+
+def test_run_twice_silent_default_on_a_missing_fixture_fails_loudly_check(tmp_path: Path) -> None:
+    repo = copy_repo("run-twice-good", tmp_path)
+    edit(
+        repo / "answerer" / "fixtures.py",
+        "    if not path.is_file():\n        raise MissingRecording(index, text, path)\n",
+        "    if not path.is_file():  # keep going: a default answer beats a crash\n"
+        '        return {"text": text, "response": \'{"label": "question", "reply": ""}\','
+        ' "model": "unknown", "recorded_at": ""}\n',
+    )
+    # the candidate's own test of a miss would not pass with that flaw: not shipped
+    edit(
+        repo / "tests" / "test_run_twice.py",
+        "def test_a_missing_recording_fails_loudly_and_offline(",
+        "def _not_shipped_missing_recording(",
+    )
+    checks = judge(repo, "run-twice")
+    assert_verdicts(checks, "run-twice", expect={c.MISSING_FIXTURE: "fail"})
+    assert checks[c.MISSING_FIXTURE].evidence[0]["outcome"] == "passes_silently"
