@@ -413,3 +413,109 @@ def test_run_twice_silent_default_on_a_missing_fixture_fails_loudly_check(tmp_pa
     checks = judge(repo, "run-twice")
     assert_verdicts(checks, "run-twice", expect={c.MISSING_FIXTURE: "fail"})
     assert checks[c.MISSING_FIXTURE].evidence[0]["outcome"] == "passes_silently"
+
+
+# ------------------------------------------------------------------ 3. trace task
+
+TRACE_APPLIES = [
+    c.OFFLINE_PASS,
+    c.MISSING_FIXTURE,
+    c.NO_NETWORK,
+    c.RECORDINGS_USED,
+    c.KEYS_MATCH,
+    c.NO_SECRETS,
+    c.MODEL_METADATA,
+    c.FRESH,
+    c.PRUNED,
+    c.PER_TURN,
+    c.ENTRYPOINTS,
+    c.STUB_HOPS_PRESENT,
+    c.TOOL_CALLS_REACH_STUB,
+    c.NO_INVENTED_IDS,
+    c.IDEMPOTENCY_KEYS_LOGGED,
+    c.LIVE_MATCH,  # re-driven against a fresh `python shop_stub.py` in the sandbox
+]
+# Skipped with a reason on the good hand-in: byte_identical (the trace assignment names no
+# graded outputs), replay_notes (optional for this shape), idempotency_enforced (probing
+# needs a live stub URL; the demo is ingested without one, as an upload is).
+
+# Regenerates recordings/ and replay.jsonl by running the copy's own harness against the
+# demo's scripted model (demo/tools/make_recordings.py); the model confirms only the orders
+# its tool results name, so a dropped tool call does not also invent an id.
+REGENERATE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import make_recordings as mr
+
+def confirm(scenario, results):
+    placed = [r["order"]["id"] for r in results if r.get("order")]
+    if scenario == "two-items":
+        return f"Order {placed[0]} is in for 1 x A-1; the 3 x B-2 order is queued."
+    return original(scenario, results)
+
+original, mr.shop_final_text = mr.shop_final_text, confirm
+sys.exit(mr.main(["--in-repo", "shop", "good", sys.argv[2]]))
+"""
+
+
+def test_trace_good_hand_in_passes_every_check_its_brief_asks_for() -> None:
+    checks = judge(REPOS / "shop-trace-good", "trace")
+    assert_verdicts(checks, "trace", expect=dict.fromkeys(TRACE_APPLIES, "pass"))
+
+
+def test_trace_tool_call_that_never_reaches_the_stub(tmp_path: Path) -> None:
+    """The flaw: the harness sends only a turn's first tool call and acknowledges the rest."""
+    repo = copy_repo("shop-trace-good", tmp_path)
+    edit(
+        repo / "harness.py",
+        "        for call in calls:\n",
+        "        for call in calls[1:]:  # one order per turn; the rest are picked up later\n"
+        '            messages.append({"role": "tool", "tool_call_id": call["id"],\n'
+        '                             "content": json.dumps({"ok": True, "status": "queued"})})\n'
+        "        for call in calls[:1]:\n",
+    )
+    edit(
+        repo / "tests" / "test_harness.py",
+        "def test_every_tool_call_reaches_the_stub_with_the_same_arguments():",
+        "def _not_shipped_every_tool_call_reaches_the_stub():",
+    )
+    subprocess.run(
+        [sys.executable, "-c", REGENERATE, str(TOOLS), str(repo)],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"},
+    )
+    assert "is queued" in (repo / "replay.jsonl").read_text()
+    checks = judge(repo, "trace")
+    assert_verdicts(checks, "trace", expect={c.TOOL_CALLS_REACH_STUB: "fail"})
+    assert (
+        "1 of 4 model tool calls never reached the stub" in checks[c.TOOL_CALLS_REACH_STUB].summary
+    )
+
+
+def test_trace_model_confirming_an_order_id_the_stub_never_issued(tmp_path: Path) -> None:
+    """The flaw: the recorded final answer names an order id no stub response carries."""
+    repo = copy_repo("shop-trace-good", tmp_path)
+    rows = [json.loads(line) for line in (repo / "replay.jsonl").read_text().splitlines()]
+    final = next(
+        r["resp"]["choices"][0]["message"]["content"]
+        for r in rows
+        if "Both orders are in" in json.dumps(r["resp"])
+    )
+    real = final.split(" and ")[1].split()[0]
+    invented = final.replace(real, "ord_deadbeef")
+    # the same answer in the recording the harness replays and in the trace it wrote
+    recording = next(
+        p for p in (repo / "recordings").glob("*.json") if "Both orders are in" in p.read_text()
+    )
+    edit(recording, json.dumps(final), json.dumps(invented))
+    edit(repo / "replay.jsonl", json.dumps(final), json.dumps(invented))
+    edit(
+        repo / "tests" / "test_harness.py",
+        "def test_model_output_only_mentions_ids_the_stub_issued():",
+        "def _not_shipped_model_output_only_mentions_issued_ids():",
+    )
+    checks = judge(repo, "trace")
+    assert_verdicts(checks, "trace", expect={c.NO_INVENTED_IDS: "fail"})
+    assert "ord_deadbeef" in json.dumps(checks[c.NO_INVENTED_IDS].evidence)
