@@ -519,3 +519,92 @@ def test_trace_model_confirming_an_order_id_the_stub_never_issued(tmp_path: Path
     checks = judge(repo, "trace")
     assert_verdicts(checks, "trace", expect={c.NO_INVENTED_IDS: "fail"})
     assert "ord_deadbeef" in json.dumps(checks[c.NO_INVENTED_IDS].evidence)
+
+
+# ------------------------------------------------------------------ 4. ticket-service task
+
+TICKET_APPLIES = [
+    c.OFFLINE_PASS,
+    c.BYTE_IDENTICAL,
+    c.NO_NETWORK,
+    c.RECORDINGS_USED,
+    c.KEYS_MATCH,
+    c.NO_SECRETS,
+    c.MODEL_METADATA,
+    c.FRESH,
+    c.PRUNED,
+    c.PER_TURN,
+    c.ENTRYPOINTS,
+    c.REPLAY_NOTES,
+    c.LEDGER_CONSISTENT,
+    c.SERVICE_STARTS,
+    c.SCHEMA_VALID,
+    c.DEGRADES_GRACEFULLY,  # the brief's "missing fixture" rule: degrade honestly
+    c.CACHES,
+]
+# replay.missing_fixture_fails_loudly is a skip for this shape (degrading is right here).
+
+
+def regenerate_ledger(repo: Path) -> None:
+    """`make replay` in the copy, on the host, and its ledger committed as the sample."""
+    subprocess.run(
+        [sys.executable, "replay.py"],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "QUIET": "1"},
+    )
+    shutil.copyfile(repo / "out" / "ledger.jsonl", repo / "ledger.jsonl")
+    shutil.rmtree(repo / "out")
+
+
+def test_ticket_service_good_hand_in_passes_every_check_its_brief_asks_for() -> None:
+    checks = judge(REPOS / "ticket-service-good", "ticket-service")
+    assert_verdicts(checks, "ticket-service", expect=dict.fromkeys(TICKET_APPLIES, "pass"))
+    assert checks[c.MISSING_FIXTURE].status == "skip"
+
+
+def test_ticket_service_ledger_fallback_lines_without_needs_human(tmp_path: Path) -> None:
+    """Brief-minimal: `needs_human` is the ticket's; a fallback ledger line need not repeat it."""
+    repo = copy_repo("ticket-service-good", tmp_path)
+    edit(
+        repo / "ticketing.py",
+        '        entry = {"event": event, "line_sha": sha, "attempt": attempt, "reason": reason,'
+        ' "needs_human": needs_human, **extra}\n',
+        '        entry = {"event": event, "line_sha": sha, "attempt": attempt, "reason": reason,'
+        ' "needs_human": needs_human, **extra}\n'
+        '        if event == "fallback":  # the ticket carries needs_human; the line records why\n'
+        '            del entry["needs_human"]\n',
+    )
+    edit(
+        repo / "tests" / "test_service.py",
+        ' "reason": "model not configured (MODEL_URL unset)", "needs_human": True}\n',
+        ' "reason": "model not configured (MODEL_URL unset)"}\n',
+    )
+    regenerate_ledger(repo)
+    fallbacks = [
+        json.loads(line)
+        for line in (repo / "ledger.jsonl").read_text().splitlines()
+        if '"fallback"' in line
+    ]
+    assert fallbacks and all("needs_human" not in f for f in fallbacks)
+    checks = judge(repo, "ticket-service")
+    assert_verdicts(checks, "ticket-service", expect=dict.fromkeys(TICKET_APPLIES, "pass"))
+
+
+def test_ticket_service_fallback_that_does_not_mark_needs_human(tmp_path: Path) -> None:
+    """The flaw: the rule-based fallback ticket is schema-valid but says no human is needed."""
+    repo = copy_repo("ticket-service-good", tmp_path)
+    edit(repo / "ticketing.py", '        "needs_human": True,\n', '        "needs_human": False,\n')
+    # the candidate's own assertions on the fallback's flag would not pass: not shipped
+    for name in ("test_fallback.py", "test_service.py"):
+        text = (repo / "tests" / name).read_text()
+        (repo / "tests" / name).write_text(text.replace('ticket["needs_human"] is True and ', ""))
+    regenerate_ledger(repo)
+    checks = judge(repo, "ticket-service")
+    assert_verdicts(
+        checks, "ticket-service", expect={c.DEGRADES_GRACEFULLY: "fail", c.SCHEMA_VALID: "pass"}
+    )
+    assert "needs_human" in checks[c.DEGRADES_GRACEFULLY].summary + json.dumps(
+        checks[c.DEGRADES_GRACEFULLY].evidence
+    )
