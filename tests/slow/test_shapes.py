@@ -381,6 +381,7 @@ def test_run_twice_brief_minimal_hand_in_gets_no_false_verdict(tmp_path: Path) -
         },
     )
     assert "gpt-4o-mini-2024-07-18" in checks[c.MODEL_METADATA].summary
+    assert "test target: none, not required" in checks[c.ENTRYPOINTS].summary
 
 
 def test_run_twice_timestamp_in_the_graded_file_fails_byte_identical(tmp_path: Path) -> None:
