@@ -337,8 +337,14 @@ def cassettes_fresh(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> 
     fails: list[dict[str, Any]] = []
     warns: list[dict[str, Any]] = []
     unknown = 0
+    # The run-twice brief keeps fixtures to the response text ({"text": ...}) and puts
+    # volatile data in the run log: a fixture without a recording time is what it asks for.
+    untimed_ok = config.shape == "run-twice"
+    untimed = 0
     for f in facts:
-        if f.oldest is None:
+        if f.oldest is None and untimed_ok:
+            untimed += 1
+        elif f.oldest is None:
             unknown += 1
             why = VCR_NO_TIME if f.format in _VCR_FORMATS else "no readable recording time"
             # Never guessed from file times: an archive's mtimes say nothing about recording.
@@ -397,13 +403,21 @@ def cassettes_fresh(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> 
         if other_model:
             parts.append(f"{other_model} recorded with another model than {config.expected_model}")
         return CheckOutcome(check, "warn", "; ".join(parts), evidence)
-    oldest = min(f.oldest for f in facts if f.oldest is not None)
-    return CheckOutcome(
-        check,
-        "pass",
-        f"all {len(facts)} recordings younger than {config.stale_after_days} days "
-        f"(oldest {_age_days(now, oldest)} days)",
+    timed = [f.oldest for f in facts if f.oldest is not None]
+    if not timed:
+        return skip(
+            check,
+            f"none of the {len(facts)} run-twice fixtures carries a recording time (the brief "
+            "keeps them to the response text), so their age cannot be judged",
+        )
+    noun = "dated recordings" if untimed else "recordings"
+    summary = (
+        f"all {len(timed)} {noun} younger than {config.stale_after_days} days "
+        f"(oldest {_age_days(now, min(timed))} days)"
     )
+    if untimed:
+        summary += f"; {untimed} run-twice fixtures carry no recording time (none is asked for)"
+    return CheckOutcome(check, "pass", summary)
 
 
 def _request_identity(f: RecordingFacts) -> str | None:

@@ -664,9 +664,11 @@ def docs_entrypoints(
             "only declared, not defined: " + ", ".join(e.label for e in soft),
             evidence,
         )
-    return CheckOutcome(
-        ENTRYPOINTS, "pass", "found: " + ", ".join(e.label for e in entries), evidence
-    )
+    # An entry the brief only welcomes, absent here, is not reported as found.
+    found = ", ".join(e.label for e in entries if not e.optional)
+    absent = [e.label for e in entries if e.optional]
+    tail = f" ({', '.join(absent)}: none, not required)" if absent else ""
+    return CheckOutcome(ENTRYPOINTS, "pass", f"found: {found}{tail}", evidence)
 
 
 # --------------------------------------------------------------------------- replay notes

@@ -148,15 +148,29 @@ def replay_byte_identical(run1: Run, run2: Run, outputs: list[str]) -> CheckOutc
     return CheckOutcome(cid, "pass", f"{len(outputs)} graded output(s) byte-identical", evidence)
 
 
-def replay_no_network_attempts(runs: list[Run]) -> CheckOutcome:
-    """replay.no_network_attempts: no connect/resolve attempt was seen during replay."""
+def replay_no_network_attempts(runs: list[Run], probes: list[Run] | None = None) -> CheckOutcome:
+    """replay.no_network_attempts: no connect/resolve attempt was seen during replay.
+
+    `runs` are the replays (every recording present); `probes` the runs with a recording
+    removed. A probe's attempt is a replay miss going to the network, which
+    replay.missing_fixture_fails_loudly judges: it is named here, never counted twice.
+    """
     cid = NO_NETWORK
     if (blocked := suite_blocker(runs[0])) and blocked[0] == "error":
         return CheckOutcome(cid, "error", f"{blocked[1]}: nothing ran to watch")
     attempts = [(run.label, e) for run in runs for e in network_attempts(run.result.audit_events)]
+    probed = [e for run in probes or [] for e in network_attempts(run.result.audit_events)]
     note = "seen by the audit hook; the network namespace blocks them regardless"
     if not attempts:
-        return CheckOutcome(cid, "pass", "no network attempt seen (" + note + ")")
+        summary = "no network attempt seen (" + note + ")"
+        evidence: list[dict[str, object]] = []
+        if probed:
+            summary += (
+                f"; with a recording removed: {describe_attempts(probed)}, "
+                f"judged by {MISSING_FIXTURE}"
+            )
+            evidence = [{"message": f"probe: {describe_attempts([e])}", "event": e} for e in probed]
+        return CheckOutcome(cid, "pass", summary, evidence)
     evidence = [
         {"message": f"{label}: {describe_attempts([e])}", "event": e} for label, e in attempts
     ]

@@ -383,6 +383,7 @@ def service_ledger_consistent(report: ProbeReport) -> CheckOutcome | None:
         )
     outcomes = [ledger_consistent(entries, path) for path, entries in report.ledger_entries.items()]
     extra: list[dict[str, Any]] = []
+    unmarked: list[dict[str, Any]] = []
     for ex in report.exchanges:
         kinds = _kinds(ex.ledger)
         attempts = kinds.count(MODEL_CALL)
@@ -396,10 +397,12 @@ def service_ledger_consistent(report: ProbeReport) -> CheckOutcome | None:
             )
         ticket = ex.ticket()
         if FALLBACK in kinds and ticket is not None and ticket.get("needs_human") is not True:
-            extra.append(
+            # The ledger told the truth (it fell back); the ticket's flag is the ticket's
+            # fault, which service.degrades_gracefully judges: noted, not failed twice.
+            unmarked.append(
                 ex.evidence(
-                    f"{ex.who}: the ledger records a fallback but the answer has needs_human "
-                    f"{ticket.get('needs_human')!r}",
+                    f"{ex.who}: the ledger records a fallback and the answer has needs_human "
+                    f"{ticket.get('needs_human')!r} (judged by {DEGRADES_GRACEFULLY})",
                     path=ex.ledger_path,
                 )
             )
@@ -411,7 +414,7 @@ def service_ledger_consistent(report: ProbeReport) -> CheckOutcome | None:
     summaries = "; ".join(o.summary for o in outcomes)
     if extra:
         summaries = f"{excerpt(extra[0]['message'], 200)}; {summaries}"
-    evidence = [head, *notes, *extra]
+    evidence = [head, *notes, *extra, *unmarked]
     for o in outcomes:
         evidence += o.evidence
     return CheckOutcome(

@@ -205,7 +205,7 @@ def replay_run(job: Job, progress: Progress) -> Outcome:
         replay_offline_pass(run1),
         replay_byte_identical(run1, run2, outputs),
         replay_missing_fixture_fails_loudly(probes, run1),
-        replay_no_network_attempts([run1, run2] + [p[2] for p in probes]),
+        replay_no_network_attempts([run1, run2], [p[2] for p in probes]),
         recordings_check,
     ]
     if run_log and suite_blocker(run1) is None:

@@ -344,6 +344,34 @@ def test_fresh_warns_for_another_model_and_for_unknown_age() -> None:
     assert "VCR.py cassettes carry no recording time" in unknown.evidence[0]["message"]
 
 
+def test_fresh_does_not_warn_for_run_twice_fixtures_that_hold_only_the_text() -> None:
+    """The run-twice brief: fixtures are {"text": ...}; timings live in out/run.log."""
+    run_twice = AnalysisConfig(
+        shape="run-twice", now=NOW, stale_after_days=42, expected_model=CONFIG.expected_model
+    )
+    bare = [
+        facts(
+            f"fixtures/{n}.json",
+            format="fixture",
+            model=None,
+            recorded_at=None,
+            oldest=None,
+            newest=None,
+        )
+        for n in "ab"
+    ]
+    outcome = cassettes_fresh(bare, run_twice)
+    assert outcome.status == "skip"
+    assert "carries a recording time" in outcome.summary
+    mixed = cassettes_fresh([*bare, facts()], run_twice)
+    assert mixed.status == "pass"
+    assert "2 run-twice fixtures carry no recording time" in mixed.summary
+    old = dt.datetime(2026, 9, 23, tzinfo=dt.UTC)
+    assert cassettes_fresh([*bare, facts(oldest=old, newest=old)], run_twice).status == "fail"
+    # any other shape still wants to know how old a recording is
+    assert cassettes_fresh(bare, CONFIG).status == "warn"
+
+
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [

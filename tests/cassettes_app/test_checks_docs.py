@@ -130,6 +130,9 @@ def test_run_twice_needs_no_test_suite_the_brief_only_welcomes_one(tmp_path: Pat
     outcome = docs_entrypoints(root, "run-twice")
     assert outcome.status == "pass", outcome.evidence
     assert "test target: not required" in messages(outcome)
+    assert outcome.summary == (
+        "found: ./run.sh, ./run.sh replay, ./run.sh record (test target: none, not required)"
+    )
 
 
 def test_run_sh_forwarding_its_argument_and_invoked_with_bash(tmp_path: Path) -> None:

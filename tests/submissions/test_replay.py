@@ -11,6 +11,7 @@ import yaml
 
 from reviewer.demo import DEMO_DIR
 from submissions.assignments import assignment_apply, assignment_values
+from submissions.checks.replay import Run, replay_no_network_attempts
 from submissions.checks.replay_compare import (
     classify,
     describe_attempts,
@@ -24,6 +25,7 @@ from submissions.jobs import queue
 from submissions.jobs.engine import job_execute
 from submissions.models import Candidate, CheckResult, Job, Recording
 from submissions.runs.replay import choose_probes, recording_dirs
+from submissions.sandbox.types import RunResult
 from tests.conftest import ingest_inline, make_zip
 
 # ------------------------------------------------------------------ pure judgements
@@ -77,6 +79,34 @@ def test_loopback_and_unix_sockets_are_not_network_attempts() -> None:
     attempts = network_attempts(events)
     assert len(attempts) == 2
     assert describe_attempts(attempts) == "2 connect attempts to api.openai.com:443 from t.py:41"
+
+
+def _run(label: str, events: list[dict]) -> Run:
+    result = RunResult(0, False, b"", b"", False, False, 0.1, events, True, None, {}, {})
+    return Run(label, result)
+
+
+def test_a_probe_going_to_the_network_is_named_but_judged_by_the_missing_fixture_check() -> None:
+    """Only the probe (a recording removed) reached for the network: the two replays did
+    not, so no_network_attempts passes and points to the check that owns that flaw."""
+    hop = {
+        "event": "socket.getaddrinfo",
+        "host": "api.openai.com",
+        "port": "443",
+        "caller": "l.py:3",
+    }
+    clean = [_run("run 1", []), _run("run 2", [])]
+    outcome = replay_no_network_attempts(clean, [_run("probe", [hop])])
+    assert outcome.status == "pass"
+    assert "api.openai.com:443" in outcome.summary
+    assert "judged by replay.missing_fixture_fails_loudly" in outcome.summary
+    assert [e["message"] for e in outcome.evidence] == [
+        "probe: 1 resolve attempt to api.openai.com:443 from l.py:3"
+    ]
+    # an attempt during a replay itself still fails, probe or not
+    dirty = [_run("run 1", []), _run("run 2", [hop])]
+    assert replay_no_network_attempts(dirty, [_run("probe", [])]).status == "fail"
+    assert replay_no_network_attempts(clean).summary.startswith("no network attempt seen")
 
 
 @pytest.mark.parametrize(
@@ -328,7 +358,11 @@ def test_demo_cassette_repo_that_falls_back_to_the_live_api_is_caught() -> None:
     probe = checks["replay.missing_fixture_fails_loudly"]
     assert probe.status == "fail"
     assert probe.evidence[0]["outcome"] == "network_fallback"
-    assert "api.openai.com" in checks["replay.no_network_attempts"].summary
+    # make test and make demo stay offline with every cassette (demo/README.md, flaw g):
+    # only the probe went out, and that attempt is the missing-fixture check's finding.
+    net = checks["replay.no_network_attempts"]
+    assert net.status == "pass", net.summary
+    assert "api.openai.com" in net.summary
 
 
 @pytest.mark.django_db
