@@ -39,6 +39,16 @@ def _no(reason: str) -> Rule:
 _NO_TRACE = "this task has no trace of HTTP hops to a stub"
 _NO_SERVICE = "this task has no service to probe"
 _NO_LEDGER = "this task keeps no ledger of model calls"
+_TRACE_CHECKS = (
+    c.STUB_HOPS_PRESENT,
+    c.TOOL_CALLS_REACH_STUB,
+    c.NO_INVENTED_IDS,
+    c.IDEMPOTENCY_KEYS_LOGGED,
+    c.LIVE_MATCH,
+    c.IDEMPOTENCY_ENFORCED,
+)
+_WITHOUT_TRACE = {cid: Rule(False, "", _NO_TRACE) for cid in _TRACE_CHECKS}
+_WITHOUT_SERVICE = {cid: Rule(False, "", _NO_SERVICE) for cid in c.PROBE_CHECKS}
 
 # Meanings shared by every shape that uses the check; a shape's own entry wins.
 _COMMON: dict[str, str] = {spec.id: spec.establishes for spec in c.CATALOG.values()}
@@ -55,17 +65,14 @@ _SHAPE_RULES: dict[str, dict[str, Rule]] = {
         c.PRUNED: Rule(
             True, "no key has several files; equal responses under different keys are fine"
         ),
-        c.ENTRYPOINTS: Rule(True, "`make record`, `make test`, `make demo` and a REPLAY.md"),
+        c.ENTRYPOINTS: Rule(True, "make record, make test, make demo and a REPLAY.md"),
         c.REPLAY_NOTES: Rule(True, "REPLAY.md names the normalised fields the keys drop"),
         c.LEDGER_CONSISTENT: _no(_NO_LEDGER),
-        c.SERVICE_STARTS: _no(_NO_SERVICE),
-        c.SCHEMA_VALID: _no(_NO_SERVICE),
-        c.DEGRADES_GRACEFULLY: _no(_NO_SERVICE),
-        c.CACHES: _no(_NO_SERVICE),
+        **_WITHOUT_SERVICE,
     },
     "run-twice": {
         c.BYTE_IDENTICAL: Rule(
-            True, "two `./run.sh replay` runs write a byte-identical out/answers.json"
+            True, "two ./run.sh replay runs write a byte-identical out/answers.json"
         ),
         c.MISSING_FIXTURE: Rule(True, "with a used fixture removed, the run fails loudly"),
         c.KEYS_MATCH: Rule(
@@ -76,28 +83,17 @@ _SHAPE_RULES: dict[str, dict[str, Rule]] = {
             "the run log (out/run.log) names the model; fixtures hold only the response text",
         ),
         c.PER_TURN: _no("run-twice fixtures hold one response text each"),
-        c.ENTRYPOINTS: Rule(True, "`./run.sh replay` and `./run.sh record` (tests welcome)"),
+        c.ENTRYPOINTS: Rule(True, "./run.sh replay and ./run.sh record (tests welcome)"),
         c.REPLAY_NOTES: _no("the run-twice brief asks for no REPLAY.md"),
-        c.STUB_HOPS_PRESENT: _no(_NO_TRACE),
-        c.TOOL_CALLS_REACH_STUB: _no(_NO_TRACE),
-        c.NO_INVENTED_IDS: _no(_NO_TRACE),
-        c.IDEMPOTENCY_KEYS_LOGGED: _no(_NO_TRACE),
-        c.LIVE_MATCH: _no(_NO_TRACE),
-        c.IDEMPOTENCY_ENFORCED: _no(_NO_TRACE),
+        **_WITHOUT_TRACE,
         c.LEDGER_CONSISTENT: _no(_NO_LEDGER),
-        c.SERVICE_STARTS: _no(_NO_SERVICE),
-        c.SCHEMA_VALID: _no(_NO_SERVICE),
-        c.DEGRADES_GRACEFULLY: _no(_NO_SERVICE),
-        c.CACHES: _no(_NO_SERVICE),
+        **_WITHOUT_SERVICE,
     },
     "trace": {
         c.MODEL_METADATA: Rule(True, "the model hops name their model"),
         c.ENTRYPOINTS: Rule(True, "a stub, a harness and replay.jsonl"),
         c.LEDGER_CONSISTENT: _no(_NO_LEDGER),
-        c.SERVICE_STARTS: _no(_NO_SERVICE),
-        c.SCHEMA_VALID: _no(_NO_SERVICE),
-        c.DEGRADES_GRACEFULLY: _no(_NO_SERVICE),
-        c.CACHES: _no(_NO_SERVICE),
+        **_WITHOUT_SERVICE,
     },
     "ticket-service": {
         c.MISSING_FIXTURE: _no(
@@ -109,12 +105,7 @@ _SHAPE_RULES: dict[str, dict[str, Rule]] = {
         c.LEDGER_CONSISTENT: Rule(
             True, "model calls, cache hits and fallbacks accounted for; retries bounded"
         ),
-        c.STUB_HOPS_PRESENT: _no(_NO_TRACE),
-        c.TOOL_CALLS_REACH_STUB: _no(_NO_TRACE),
-        c.NO_INVENTED_IDS: _no(_NO_TRACE),
-        c.IDEMPOTENCY_KEYS_LOGGED: _no(_NO_TRACE),
-        c.LIVE_MATCH: _no(_NO_TRACE),
-        c.IDEMPOTENCY_ENFORCED: _no(_NO_TRACE),
+        **_WITHOUT_TRACE,
     },
 }
 
