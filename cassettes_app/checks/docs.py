@@ -209,7 +209,12 @@ class _Entry:
     optional: bool = False  # the brief welcomes it but does not require it (absent here)
 
     def evidence(self) -> dict[str, Any]:
-        state = "not required" if self.optional else "found" if self.found else "missing"
+        if self.optional:
+            state = "not required"
+        elif self.soft:
+            state = "not as asked"
+        else:
+            state = "found" if self.found else "missing"
         item: dict[str, Any] = {"message": f"{self.label}: {state} — {self.detail}"}
         if self.path:
             item["path"] = self.path
@@ -368,6 +373,48 @@ def _run_sh_entries(root: Path, make: _Make, replay_command: str) -> list[_Entry
 
 
 _STUB_EXTS = (".py", ".js", ".mjs", ".cjs", ".ts", ".sh", ".go", ".rb")
+
+# A bound on record's model calls, as take-homes name it: MAX_CALLS, --max-calls, RECORD_CAP,
+# call_limit, --limit, a budget...
+_RECORD_CAP = re.compile(
+    r"(?i)(?:\bmax[_-]?(?:model[_-]?)?(?:calls|requests)\b|\brecord[_-]?(?:cap|limit|max)\b|"
+    r"\b(?:call|request)[_-]?(?:cap|limit|budget)s?\b|--limit\b|\bmax[_-]?records?\b)"
+)
+_CAP_SKIP_DIRS = frozenset({"tests", "test", ".git", "node_modules", ".venv", "venv", "fixtures"})
+_CAP_MAX_FILES = 300
+
+
+def _code_files(root: Path) -> list[str]:
+    """Relative paths of the tree's own scripts (not tests, not vendored), bounded in count."""
+    found: list[str] = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in _CAP_SKIP_DIRS and not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith((".py", ".sh")) and not name.startswith("test_"):
+                found.append(os.path.relpath(os.path.join(folder, name), root))
+                if len(found) >= _CAP_MAX_FILES:
+                    return found
+    return found
+
+
+def _record_cap_entry(root: Path, run_sh: str | None) -> _Entry:
+    """run-twice: `record` must be capped, by a max-calls bound the reviewer can find."""
+    label = "record capped"
+    candidates = ([run_sh] if run_sh else []) + [p for p in _code_files(root) if p != run_sh]
+    for rel in candidates:
+        text = _read(root, rel)[0] or ""
+        hit = _RECORD_CAP.search(text)
+        if hit:
+            line = text[: hit.start()].count("\n") + 1
+            return _Entry(label, True, f"a bound on model calls: `{hit.group(0)}`", rel, line)
+    return _Entry(
+        label,
+        True,
+        "no max-calls bound found (MAX_CALLS, --max-calls, --limit, a record cap) in run.sh "
+        "or the scripts it runs",
+        run_sh,
+        soft=True,
+    )
 
 
 def _stub_entry(root: Path, make: _Make) -> _Entry:
@@ -633,6 +680,7 @@ def docs_entrypoints(
         entries += [_make_entry(make, target) for target in ("record", "test", "demo")]
     elif shape == "run-twice":
         entries += _run_sh_entries(root, make, replay_command)
+        entries.append(_record_cap_entry(root, _find(root, ("run.sh",))))
         entries.append(_optional(_test_entry(root, make), "the run-twice brief welcomes tests"))
     elif shape == "trace":
         entries += [_stub_entry(root, make), _test_entry(root, make)]
@@ -661,7 +709,8 @@ def docs_entrypoints(
         return CheckOutcome(
             ENTRYPOINTS,
             "warn",
-            "only declared, not defined: " + ", ".join(e.label for e in soft),
+            "found, but not as the brief asks: "
+            + "; ".join(f"{e.label} ({e.detail})" for e in soft),
             evidence,
         )
     # An entry the brief only welcomes, absent here, is not reported as found.

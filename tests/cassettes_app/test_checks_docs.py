@@ -107,11 +107,14 @@ def test_no_makefile_fails_for_each_target(tmp_path: Path) -> None:
 
 
 def test_run_twice_entrypoints(tmp_path: Path) -> None:
-    run_sh = '#!/bin/sh\ncase "$1" in\n  replay|record) exec python -m app "$1" ;;\nesac\n'
+    run_sh = (
+        '#!/bin/sh\ncase "$1" in\n  replay|record) exec python -m app "$1" --max-calls 20 ;;\n'
+        "esac\n"
+    )
     root = tree(tmp_path, {"run.sh": run_sh, "Makefile": "test:\n\tpytest\n"}, ("run.sh",))
     outcome = docs_entrypoints(root, "run-twice", "./run.sh replay")
     assert outcome.status == "pass", outcome.evidence
-    assert "./run.sh replay, ./run.sh record, test target" in outcome.summary
+    assert "./run.sh replay, ./run.sh record, record capped, test target" in outcome.summary
 
 
 def test_run_twice_mode_only_in_comment_and_not_executable_fails(tmp_path: Path) -> None:
@@ -125,13 +128,14 @@ def test_run_twice_mode_only_in_comment_and_not_executable_fails(tmp_path: Path)
 
 def test_run_twice_needs_no_test_suite_the_brief_only_welcomes_one(tmp_path: Path) -> None:
     run_sh = '#!/bin/sh\ncase "$1" in\n  replay) python3 main.py ;;\n  record) python3 main.py --record ;;\nesac\n'
-    root = tree(tmp_path, {"run.sh": run_sh, "main.py": "print('ok')\n"})
+    root = tree(tmp_path, {"run.sh": run_sh, "main.py": "MAX_CALLS = 20\nprint('ok')\n"})
     (root / "run.sh").chmod(0o755)
     outcome = docs_entrypoints(root, "run-twice")
     assert outcome.status == "pass", outcome.evidence
     assert "test target: not required" in messages(outcome)
     assert outcome.summary == (
-        "found: ./run.sh, ./run.sh replay, ./run.sh record (test target: none, not required)"
+        "found: ./run.sh, ./run.sh replay, ./run.sh record, record capped"
+        " (test target: none, not required)"
     )
 
 
@@ -139,7 +143,7 @@ def test_run_sh_forwarding_its_argument_and_invoked_with_bash(tmp_path: Path) ->
     run_sh = 'python3 answer.py "${1:-replay}"\n'
     files = {
         "run.sh": run_sh,
-        "answer.py": 'import sys\nif sys.argv[1] == "record":\n    pass\n',
+        "answer.py": 'import sys\nMAX_CALLS = 5\nif sys.argv[1] == "record":\n    pass\n',
         "Makefile": "replay:\n\tbash run.sh replay\n",
         "pytest.ini": "[pytest]\n",
         "tests/test_x.py": "",
@@ -204,6 +208,12 @@ def test_replay_command_entries_are_checked(tmp_path: Path) -> None:
     assert docs_entrypoints(root, "", "").status == "skip"
 
 
+def test_demo_run_twice_flawed_record_has_no_cap() -> None:
+    outcome = docs_entrypoints(DEMO / "run-twice-flawed", "run-twice", "./run.sh replay")
+    assert outcome.status == "warn"
+    assert "record capped (no max-calls bound found" in outcome.summary
+
+
 @pytest.mark.parametrize(
     ("repo", "shape", "command"),
     [
@@ -211,9 +221,9 @@ def test_replay_command_entries_are_checked(tmp_path: Path) -> None:
         ("run-twice-good", "run-twice", "./run.sh replay"),
         ("shop-trace-good", "trace", "make test"),
         ("ticket-service-good", "ticket-service", "make test && make replay"),
-        # The flawed repos' entrypoints are fine too (their flaws are elsewhere).
+        # The flawed repos' entrypoints are fine too (their flaws are elsewhere), but for
+        # run-twice-flawed's record, which has no bound on its model calls (a warning).
         ("cassette-flawed", "cassette", "make test && make demo"),
-        ("run-twice-flawed", "run-twice", "./run.sh replay"),
         ("shop-trace-flawed", "trace", "make test"),
         ("ticket-service-flawed", "ticket-service", "make test && make replay"),
     ],
@@ -374,3 +384,36 @@ def test_replay_notes_hostile_file(tmp_path: Path) -> None:
     outcome = docs_replay_notes(tmp_path, volatile_fields=VOLATILE)
     assert outcome.status in ("pass", "warn", "fail")
     json.dumps(outcome.as_dict())
+
+
+def _run_twice_tree(tmp_path: Path, main_py: str) -> Path:
+    run_sh = '#!/bin/sh\ncase "$1" in\n  replay|record) exec python3 main.py "$1" ;;\nesac\n'
+    root = tree(tmp_path, {"run.sh": run_sh, "main.py": main_py})
+    (root / "run.sh").chmod(0o755)
+    return root
+
+
+@pytest.mark.parametrize(
+    "bound",
+    [
+        "MAX_CALLS = 20\n",
+        "parser.add_argument('--max-calls', type=int, default=20)\n",
+        "parser.add_argument('--limit', type=int, default=20)\n",
+        "RECORD_CAP = 20\n",
+        "call_budget = 20\n",
+    ],
+)
+def test_run_twice_record_is_capped_by_a_bound_the_reviewer_can_find(
+    tmp_path: Path, bound: str
+) -> None:
+    root = _run_twice_tree(tmp_path, "import sys\n" + bound + "print('replay', 'record')\n")
+    outcome = docs_entrypoints(root, "run-twice")
+    assert outcome.status == "pass", outcome.evidence
+    assert "record capped: found" in messages(outcome)
+
+
+def test_run_twice_record_without_a_cap_warns(tmp_path: Path) -> None:
+    root = _run_twice_tree(tmp_path, "import sys\nprint('replay', 'record')\n")
+    outcome = docs_entrypoints(root, "run-twice")
+    assert outcome.status == "warn"
+    assert outcome.summary.startswith("found, but not as the brief asks: record capped (no max")

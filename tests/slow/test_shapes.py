@@ -396,6 +396,40 @@ def test_run_twice_timestamp_in_the_graded_file_fails_byte_identical(tmp_path: P
     assert "timestamp" in checks[c.BYTE_IDENTICAL].summary
 
 
+def test_run_twice_record_without_a_bound_on_model_calls_warns_entrypoints(tmp_path: Path) -> None:
+    """The brief: record must be capped, by a max-calls bound the reviewer can find."""
+    repo = copy_repo("run-twice-good", tmp_path)
+    main = repo / "answerer" / "__main__.py"
+    edit(
+        main,
+        "RECORD_CAP = 20  # a record run never makes more model calls than this unless --limit says so\n",
+        "",
+    )
+    edit(main, "    if len(todo) > limit:\n", "    if False:\n")
+    edit(
+        main,
+        '        print(f"recording {limit} of {len(todo)} missing inputs (raise --limit for more)", file=sys.stderr)\n',
+        "        pass\n",
+    )
+    edit(main, "    for index in todo[:limit]:\n", "    for index in todo:\n")
+    edit(
+        main,
+        '    parser.add_argument("--limit", type=int, default=RECORD_CAP, help="record: most model calls in one run")\n',
+        "",
+    )
+    edit(
+        main,
+        "record(inputs, args.recordings, args.force, args.limit, log)",
+        "record(inputs, args.recordings, args.force, 0, log)",
+    )
+    edit(repo / "run.sh", " [--force] [--limit N]", " [--force]")
+    checks = judge(repo, "run-twice")
+    assert_verdicts(
+        checks, "run-twice", expect={c.ENTRYPOINTS: "warn"}, allow_warn=frozenset({c.ENTRYPOINTS})
+    )
+    assert "record capped (no max-calls bound found" in checks[c.ENTRYPOINTS].summary
+
+
 def test_run_twice_silent_default_on_a_missing_fixture_fails_loudly_check(tmp_path: Path) -> None:
     repo = copy_repo("run-twice-good", tmp_path)
     edit(
