@@ -4,6 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 export DJANGO_SETTINGS_MODULE := reviewer.settings
 SANDBOX_RUNTIME ?= /opt/cassette-review/sandbox-runtime
+# The tests' own settings (pyproject's DJANGO_SETTINGS_MODULE), not the exported app ones:
+# with reviewer.settings a SQLite test database lives in memory, where the worker processes
+# the worker tests start cannot see it ("no such table: submissions_job").
+PYTEST := DJANGO_SETTINGS_MODULE=tests.settings $(BIN)/python -m pytest
 
 .PHONY: run setup migrate demo worker serve test test-deps test-fast test-sandbox lint fmt sandbox-runtime bench bench-deps
 
@@ -31,13 +35,13 @@ serve: setup
 # The whole suite, including the tests that start a real worker and the real sandbox
 # (the sandbox needs root once, to create its users and runtime).
 test: setup test-deps sandbox-runtime
-	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+	$(PYTEST) -n 2 $(PYTEST_ARGS)
 
 test-deps:
 	@scripts/test-deps.sh
 
 test-fast: setup
-	$(BIN)/python -m pytest -n 2 -m "not worker and not sandbox and not browser" $(PYTEST_ARGS)
+	$(PYTEST) -n 2 -m "not worker and not sandbox and not browser" $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .
@@ -53,7 +57,7 @@ sandbox-runtime:
 	@scripts/sandbox-setup.sh $(SANDBOX_RUNTIME)
 
 test-sandbox: setup sandbox-runtime
-	$(BIN)/python -m pytest -m sandbox $(PYTEST_ARGS)
+	$(PYTEST) -m sandbox $(PYTEST_ARGS)
 
 # Every speed claim against a baseline measured in the same run, as one table; exits non-zero
 # when any target is missed. Not part of `make test` (several minutes on a 2-core machine).

@@ -179,3 +179,13 @@ def test_ci_runs_the_readme_test_command() -> None:
     readme_top = "\n".join((ROOT / "README.md").read_text().splitlines()[:40])
     assert "make test" in ci and "make test" in readme_top
     assert shutil.which("bash")
+
+
+def test_make_runs_pytest_with_the_test_settings() -> None:
+    """The Makefile exports reviewer.settings for manage.py; pytest must still get the tests'
+    settings, whose SQLite test database is a file the worker tests' processes can open."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipes = [line for line in makefile.splitlines() if line.startswith("\t")]
+    assert [line for line in recipes if "-m pytest" in line] == []  # all go through $(PYTEST)
+    assert sum("$(PYTEST)" in line for line in recipes) == 3  # test, test-fast, test-sandbox
+    assert "PYTEST := DJANGO_SETTINGS_MODULE=tests.settings " in makefile
