@@ -14,6 +14,7 @@ trace verification, service probe.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -45,10 +46,17 @@ SLUGS = {
 # ------------------------------------------------------------------ helpers
 
 
+# The demo's recordings are dated November 2026 and its assignments call them stale after 42
+# days: judge as if uploaded on this day, so the verdicts do not change with the calendar.
+DEMO_UPLOAD_TIME = dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)
+
+
 def judge(repo: Path, shape: str) -> dict[str, CheckResult]:
     """Ingest `repo` under the demo assignment of `shape`: {check_id: CheckResult}."""
     values = load_assignment_file(DEMO_DIR / "assignments" / f"{SLUGS[shape]}.yaml")
-    _, checks = ingest_inline(repo, values, candidate=f"{shape} {repo.name}")
+    _, checks = ingest_inline(
+        repo, values, candidate=f"{shape} {repo.name}", uploaded_at=DEMO_UPLOAD_TIME
+    )
     return checks
 
 
@@ -201,10 +209,10 @@ def test_cassette_replay_that_falls_back_to_the_network_on_a_miss(tmp_path: Path
 def test_cassette_stale_recording_fails_fresh(tmp_path: Path) -> None:
     repo = copy_repo("cassette-good", tmp_path)
     victim = sorted((repo / "cassettes").glob("*.json"))[0]
-    # 90 days before today: past the assignment's 42 days whatever day the suite runs.
-    from datetime import UTC, datetime, timedelta
+    # 90 days before the pinned upload: past the assignment's 42 days.
+    from datetime import timedelta
 
-    old = (datetime.now(UTC) - timedelta(days=90)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    old = (DEMO_UPLOAD_TIME - timedelta(days=90)).strftime("%Y-%m-%dT%H:%M:%SZ")
     rewrite_json(victim, lambda d: d.update(recorded_at=old))
     checks = judge(repo, "cassette")
     assert_verdicts(checks, "cassette", expect={c.FRESH: "fail"})
