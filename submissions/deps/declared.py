@@ -1,0 +1,339 @@
+"""What a hand-in declares it depends on, read from its files (never run, never resolved here).
+
+Sources in order of trust: `uv.lock`, `poetry.lock`, `pylock.toml`, `requirements*.txt`
+(with `-r` includes inside the tree), `pyproject.toml` (`[project].dependencies`, the test
+and dev extras and dependency groups), `Pipfile.lock`. The first source found is used; the
+others are named as ignored.
+
+Only names from the configured package index are accepted. VCS and URL requirements, index
+options (`--index-url`, `--extra-index-url`, `--find-links`), local paths and editable
+installs of anything but the hand-in itself are refused, each with a finding naming the
+file and line, and never reach the resolver. Files are read with caps on size, lines and
+includes: a hostile declaration is a finding, not a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+MAX_FILE_BYTES = 5 * 2**20  # a real lock of a large project is well under this
+MAX_REQUIREMENTS = 2000
+MAX_INCLUDES = 50
+LOCKS = ("uv.lock", "poetry.lock", "pylock.toml")
+TEST_GROUPS = ("test", "tests", "testing", "dev")
+_REQ_FILE = re.compile(r"^requirements[\w.-]*\.txt$", re.IGNORECASE)
+_INDEX_OPTIONS = ("--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--trusted-host")
+_INCLUDE_FLAGS = ("--requirement", "--constraint", "-r", "-c")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A declaration line that is not a name from the package index (a finding)."""
+
+    path: str
+    line: int | None
+    message: str
+
+
+@dataclass
+class Declared:
+    """The requirements a hand-in declares, as `name[extras] specifier; marker` strings."""
+
+    source: str = ""  # the file the requirements come from ("" when none declares any)
+    kind: str = ""  # uv.lock | poetry.lock | pylock.toml | requirements | pyproject | Pipfile.lock
+    requirements: list[str] = field(default_factory=list)
+    locked: bool = False  # every requirement pinned to one version by a lock
+    requires_python: str | None = None
+    refused: list[Refusal] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)  # less trusted sources also present
+    capped: bool = False  # more than MAX_REQUIREMENTS were declared
+
+    @property
+    def declares_anything(self) -> bool:
+        return bool(self.requirements or self.refused)
+
+
+class DeclarationError(ValueError):
+    """A declaration file that cannot be read at all (too large, not TOML or JSON)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+def _read(root: Path, rel: str) -> str | None:
+    """A regular file's text under root (links not followed), None when absent."""
+    try:
+        fd = os.open(root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        if info.st_size > MAX_FILE_BYTES:
+            raise DeclarationError(
+                rel, f"{info.st_size} bytes, over the {MAX_FILE_BYTES}-byte limit for a declaration"
+            )
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", "replace")
+
+
+def _toml(root: Path, rel: str) -> dict[str, Any] | None:
+    text = _read(root, rel)
+    if text is None:
+        return None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise DeclarationError(rel, f"not valid TOML: {exc}") from None
+
+
+def _index_requirement(text: str, path: str, line: int | None, out: Declared) -> None:
+    """Add one PEP 508 requirement if it names a package of the index, else refuse it."""
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as exc:
+        out.refused.append(Refusal(path, line, f"not a requirement: {text[:120]!r} ({exc})"))
+        return
+    if req.url:
+        out.refused.append(
+            Refusal(path, line, f"{req.name} comes from a URL, not the package index: refused")
+        )
+        return
+    if len(out.requirements) >= MAX_REQUIREMENTS:
+        if not out.capped:
+            out.capped = True
+            out.refused.append(
+                Refusal(path, line, f"more than {MAX_REQUIREMENTS} requirements: the rest ignored")
+            )
+        return
+    out.requirements.append(str(req))
+
+
+def _requirements_file(root: Path, rel: str, out: Declared, seen: set[str], depth: int = 0) -> None:
+    """Read a requirements file and its `-r` includes (inside the tree, each once)."""
+    seen.add(rel)
+    text = _read(root, rel)
+    if text is None:
+        out.refused.append(Refusal(rel, None, "included file not found in the hand-in"))
+        return
+    for number, line in _logical_lines(text):
+        include = next((f for f in _INCLUDE_FLAGS if line.startswith(f)), None)
+        if include:
+            _include(root, rel, number, line[len(include) :].lstrip(" ="), out, seen, depth)
+        elif line.startswith(_INDEX_OPTIONS):
+            flag = line.split("=", 1)[0].split(" ", 1)[0]
+            out.refused.append(Refusal(rel, number, f"{flag}: only the configured index is used"))
+        elif line.startswith(("-e ", "--editable")):
+            target = line.split(None, 1)[1] if " " in line else ""
+            if target.strip().strip("=") not in (".", "./"):
+                out.refused.append(
+                    Refusal(rel, number, f"editable install of {target!r}: only the hand-in itself")
+                )
+        elif line.startswith("-"):
+            flag = line.split("=", 1)[0].split(" ", 1)[0]
+            out.refused.append(Refusal(rel, number, f"option {flag} ignored"))
+        elif line.startswith((".", "/")) or ("://" in line.split(";")[0] and " @ " not in line):
+            out.refused.append(Refusal(rel, number, f"{line[:120]!r}: not a name from the index"))
+        else:
+            # Per-requirement options (--hash, --config-settings) follow the requirement.
+            _index_requirement(line.split(" --", 1)[0].strip(), rel, number, out)
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) of each requirement line: comments cut, `\\` joined."""
+    lines: list[tuple[int, str]] = []
+    pending, start = "", 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        if not pending:
+            start = number
+        raw = re.split(r"(?:^|\s)#", raw, maxsplit=1)[0]
+        if raw.rstrip().endswith("\\"):
+            pending += raw.rstrip()[:-1] + " "
+            continue
+        line = (pending + raw).strip()
+        pending = ""
+        if line:
+            lines.append((start, line))
+    if pending.strip():
+        lines.append((start, pending.strip()))
+    return lines
+
+
+def _include(
+    root: Path, rel: str, number: int, target: str, out: Declared, seen: set[str], depth: int
+) -> None:
+    """Follow `-r FILE` relative to the including file, refusing what leaves the tree."""
+    joined = PurePosixPath(rel).parent / target
+    parts: list[str] = []
+    for part in joined.parts:
+        if part == "..":
+            if not parts:
+                out.refused.append(Refusal(rel, number, f"-r {target}: outside the hand-in"))
+                return
+            parts.pop()
+        elif part not in (".", ""):
+            parts.append(part)
+    if not parts or target.startswith("/") or "://" in target:
+        out.refused.append(Refusal(rel, number, f"-r {target}: outside the hand-in"))
+        return
+    included = "/".join(parts)
+    if included in seen:
+        return  # a loop, or a file included twice: read once
+    if depth >= MAX_INCLUDES or len(seen) >= MAX_INCLUDES:
+        out.refused.append(Refusal(rel, number, f"more than {MAX_INCLUDES} nested includes"))
+        return
+    _requirements_file(root, included, out, seen, depth + 1)
+
+
+def _from_uv_lock(data: dict[str, Any], out: Declared, path: str) -> None:
+    for package in data.get("package") or []:
+        if not isinstance(package, dict):
+            continue
+        name, version = package.get("name"), package.get("version")
+        source = package.get("source") or {}
+        if not isinstance(source, dict) or not isinstance(name, str):
+            continue
+        if "registry" in source and isinstance(version, str):
+            _index_requirement(f"{name}=={version}", path, None, out)
+        elif source.get("editable") == "." or source.get("virtual") == ".":
+            continue  # the hand-in itself
+        else:
+            where = next(iter(source), "unknown")
+            out.refused.append(Refusal(path, None, f"{name} comes from {where}, not the index"))
+
+
+def _from_poetry_lock(data: dict[str, Any], out: Declared, path: str) -> None:
+    for package in data.get("package") or []:
+        if not isinstance(package, dict) or not isinstance(package.get("name"), str):
+            continue
+        source = package.get("source") or {}
+        kind = source.get("type") if isinstance(source, dict) else None
+        if kind in (None, "legacy") and not (isinstance(source, dict) and source.get("url")):
+            _index_requirement(f"{package['name']}=={package.get('version')}", path, None, out)
+        else:
+            out.refused.append(
+                Refusal(path, None, f"{package['name']} comes from {kind or 'a source'}: refused")
+            )
+
+
+def _from_pylock(data: dict[str, Any], out: Declared, path: str) -> None:
+    for package in data.get("packages") or []:
+        if not isinstance(package, dict) or not isinstance(package.get("name"), str):
+            continue
+        elsewhere = [k for k in ("vcs", "directory", "archive") if k in package]
+        if elsewhere:
+            out.refused.append(
+                Refusal(path, None, f"{package['name']} comes from a {elsewhere[0]}: refused")
+            )
+        elif isinstance(package.get("version"), str):
+            _index_requirement(f"{package['name']}=={package['version']}", path, None, out)
+
+
+def _from_pyproject(data: dict[str, Any], out: Declared, path: str) -> None:
+    project = data.get("project") if isinstance(data.get("project"), dict) else {}
+    lists: list[Any] = [project.get("dependencies") or []]
+    extras = project.get("optional-dependencies") or {}
+    groups = data.get("dependency-groups") or {}
+    for table in (extras, groups):
+        if isinstance(table, dict):
+            lists += [table.get(name) or [] for name in TEST_GROUPS]
+    for items in lists:
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, str):
+                _index_requirement(item, path, None, out)
+
+
+def _from_pipfile_lock(text: str, out: Declared, path: str) -> None:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise DeclarationError(path, f"not valid JSON: {exc}") from None
+    for section in ("default", "develop"):
+        packages = data.get(section) if isinstance(data, dict) else None
+        for name, spec in (packages or {}).items() if isinstance(packages, dict) else []:
+            if not isinstance(spec, dict):
+                continue
+            if any(k in spec for k in ("git", "path", "file", "editable")):
+                out.refused.append(Refusal(path, None, f"{name} is not from the index: refused"))
+            elif isinstance(spec.get("version"), str):
+                _index_requirement(f"{name}{spec['version']}", path, None, out)
+
+
+def _requires_python(root: Path, out: Declared) -> None:
+    pyproject = _toml(root, "pyproject.toml") if (root / "pyproject.toml").exists() else None
+    project = (pyproject or {}).get("project")
+    wanted = project.get("requires-python") if isinstance(project, dict) else None
+    if not wanted:
+        version = (_read(root, ".python-version") or "").strip().splitlines()
+        wanted = f"=={version[0]}.*" if version and re.fullmatch(r"3\.\d+", version[0]) else None
+        if version and re.fullmatch(r"3\.\d+\.\d+", version[0]):
+            wanted = f"=={version[0]}"
+    if wanted:
+        try:
+            SpecifierSet(wanted)
+        except InvalidSpecifier:
+            out.refused.append(Refusal("pyproject.toml", None, f"requires-python {wanted!r}"))
+            return
+        out.requires_python = wanted
+
+
+def declared_dependencies(root: Path) -> Declared:
+    """Read the hand-in's most trusted declaration. Raises DeclarationError for a file that
+    cannot be read at all; every refused line is in `refused`."""
+    root = Path(root)
+    out = Declared()
+    present = [name for name in LOCKS if (root / name).is_file()]
+    requirement_files = sorted(
+        entry.name
+        for entry in os.scandir(root)
+        if entry.is_file(follow_symlinks=False) and _REQ_FILE.match(entry.name)
+    )
+    pyproject = _toml(root, "pyproject.toml") if (root / "pyproject.toml").is_file() else None
+    has_pyproject_deps = bool(pyproject) and bool(
+        (pyproject.get("project") or {}).get("dependencies")
+        or (pyproject.get("project") or {}).get("optional-dependencies")
+        or pyproject.get("dependency-groups")
+    )
+    sources = present + (["requirements"] if requirement_files else [])
+    sources += ["pyproject.toml"] if has_pyproject_deps else []
+    sources += ["Pipfile.lock"] if (root / "Pipfile.lock").is_file() else []
+    if not sources:
+        _requires_python(root, out)
+        return out
+    chosen, out.ignored = sources[0], sources[1:]
+    if chosen == "requirements":
+        out.kind, out.source = "requirements", ", ".join(requirement_files)
+        seen: set[str] = set()
+        for rel in requirement_files:
+            if rel not in seen:
+                _requirements_file(root, rel, out, seen)
+    elif chosen == "pyproject.toml":
+        out.kind = out.source = "pyproject.toml"
+        _from_pyproject(pyproject or {}, out, chosen)
+    elif chosen == "Pipfile.lock":
+        out.kind = out.source = chosen
+        _from_pipfile_lock(_read(root, chosen) or "", out, chosen)
+    else:
+        out.kind = out.source = chosen
+        data = _toml(root, chosen) or {}
+        {"uv.lock": _from_uv_lock, "poetry.lock": _from_poetry_lock, "pylock.toml": _from_pylock}[
+            chosen
+        ](data, out, chosen)
+        out.locked = True
+    _requires_python(root, out)
+    return out

@@ -1,0 +1,202 @@
+"""What a hand-in declares it depends on: every declaration style, refusals, hostile files."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from submissions.deps.declared import (
+    MAX_FILE_BYTES,
+    MAX_REQUIREMENTS,
+    DeclarationError,
+    declared_dependencies,
+)
+
+
+def tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path
+
+
+def test_a_hand_in_that_declares_nothing_keeps_the_runtime(tmp_path: Path) -> None:
+    declared = declared_dependencies(tree(tmp_path, {"main.py": "print(1)\n"}))
+    assert not declared.declares_anything and declared.source == ""
+
+
+def test_requirements_with_includes_hashes_and_markers(tmp_path: Path) -> None:
+    root = tree(
+        tmp_path,
+        {
+            "requirements.txt": (
+                "# runtime\n"
+                "tenacity==9.1.2 \\\n"
+                "    --hash=sha256:0000000000000000000000000000000000000000000000000000000000000000\n"
+                "rich>=13 ; python_version >= '3.8'  # pretty output\n"
+                "-r requirements-dev.txt\n"
+            ),
+            "requirements-dev.txt": "-r requirements.txt\npytest==8.3.4\n",
+        },
+    )
+    declared = declared_dependencies(root)
+    assert declared.kind == "requirements" and not declared.locked
+    assert declared.requirements == [
+        "tenacity==9.1.2",
+        'rich>=13; python_version >= "3.8"',
+        "pytest==8.3.4",
+    ]
+    assert declared.refused == []  # the include loop is read once, not refused
+
+
+def test_anything_but_a_name_from_the_index_is_refused_with_file_and_line(tmp_path: Path) -> None:
+    root = tree(
+        tmp_path,
+        {
+            "requirements.txt": (
+                "--index-url https://evil.example/simple\n"
+                "--extra-index-url=https://evil.example/simple\n"
+                "-f ./wheels\n"
+                "git+https://github.com/acme/tool.git#egg=tool\n"
+                "tool @ https://evil.example/tool-1.0.tar.gz\n"
+                "../outside/pkg\n"
+                "-e ../sibling\n"
+                "-e .\n"
+                "-r ../../etc/requirements.txt\n"
+                "requests; rm -rf /\n"
+                "ok-package==1.0\n"
+            )
+        },
+    )
+    declared = declared_dependencies(root)
+    assert declared.requirements == ["ok-package==1.0"]
+    refused = {r.line: r.message for r in declared.refused}
+    assert set(refused) == {1, 2, 3, 4, 5, 6, 7, 9, 10}
+    assert refused[1] == "--index-url: only the configured index is used"
+    assert "URL, not the package index" in refused[5]
+    assert "only the hand-in itself" in refused[7]
+    assert "outside the hand-in" in refused[9]
+    assert "not a requirement" in refused[10]
+    assert all(r.path == "requirements.txt" for r in declared.refused)
+
+
+def test_a_uv_lock_wins_and_pins_every_package(tmp_path: Path) -> None:
+    root = tree(
+        tmp_path,
+        {
+            "requirements.txt": "tenacity\n",
+            "uv.lock": (
+                'version = 1\nrequires-python = ">=3.11"\n\n'
+                '[[package]]\nname = "handin"\nversion = "0.1.0"\nsource = { editable = "." }\n\n'
+                '[[package]]\nname = "tenacity"\nversion = "9.1.2"\n'
+                'source = { registry = "https://pypi.org/simple" }\n\n'
+                '[[package]]\nname = "tool"\nversion = "1.0"\n'
+                'source = { git = "https://github.com/acme/tool?rev=abc#abc" }\n'
+            ),
+        },
+    )
+    declared = declared_dependencies(root)
+    assert declared.kind == "uv.lock" and declared.locked
+    assert declared.requirements == ["tenacity==9.1.2"]
+    assert [r.message for r in declared.refused] == ["tool comes from git, not the index"]
+    assert declared.ignored == ["requirements"]
+
+
+def test_poetry_pylock_pyproject_and_pipfile_lock(tmp_path: Path) -> None:
+    poetry = declared_dependencies(
+        tree(
+            tmp_path / "p",
+            {
+                "poetry.lock": (
+                    '[[package]]\nname = "structlog"\nversion = "25.4.0"\n\n'
+                    '[[package]]\nname = "local"\nversion = "0.1"\n'
+                    '[package.source]\ntype = "directory"\nurl = "../local"\n'
+                )
+            },
+        )
+    )
+    assert poetry.requirements == ["structlog==25.4.0"] and len(poetry.refused) == 1
+    pylock = declared_dependencies(
+        tree(
+            tmp_path / "l",
+            {
+                "pylock.toml": (
+                    'lock-version = "1.0"\n[[packages]]\nname = "rich"\nversion = "14.0.0"\n'
+                    '[[packages]]\nname = "x"\n[packages.vcs]\ntype = "git"\n'
+                    'url = "https://example.com/x"\ncommit-id = "abc"\n'
+                )
+            },
+        )
+    )
+    assert pylock.requirements == ["rich==14.0.0"] and "vcs" in pylock.refused[0].message
+    pyproject = declared_dependencies(
+        tree(
+            tmp_path / "y",
+            {
+                "pyproject.toml": (
+                    '[project]\nname = "h"\nrequires-python = ">=3.11"\n'
+                    'dependencies = ["pydantic<2"]\n'
+                    '[project.optional-dependencies]\ntest = ["pytest"]\ndocs = ["sphinx"]\n'
+                    '[dependency-groups]\ndev = ["ruff"]\n'
+                )
+            },
+        )
+    )
+    assert pyproject.requirements == ["pydantic<2", "pytest", "ruff"]  # not the docs extra
+    assert pyproject.requires_python == ">=3.11"
+    pipfile = declared_dependencies(
+        tree(
+            tmp_path / "f",
+            {
+                "Pipfile.lock": (
+                    '{"default": {"litellm": {"version": "==1.60.0"}, '
+                    '"mine": {"git": "https://x/y.git"}}, "develop": {"pytest": {"version": "==8.3.4"}}}'
+                )
+            },
+        )
+    )
+    assert pipfile.requirements == ["litellm==1.60.0", "pytest==8.3.4"]
+    assert [r.message for r in pipfile.refused] == ["mine is not from the index: refused"]
+
+
+def test_python_version_file_is_read_when_pyproject_names_none(tmp_path: Path) -> None:
+    declared = declared_dependencies(tree(tmp_path, {".python-version": "3.12\n"}))
+    assert declared.requires_python == "==3.12.*"
+
+
+def test_hostile_declarations_are_findings_not_hangs(tmp_path: Path) -> None:
+    many = "\n".join(f"package-{i}==1.0" for i in range(10_000))
+    started = time.perf_counter()
+    declared = declared_dependencies(tree(tmp_path / "a", {"requirements.txt": many}))
+    assert time.perf_counter() - started < 5
+    assert len(declared.requirements) == MAX_REQUIREMENTS
+    assert [r.message for r in declared.refused] == [
+        f"more than {MAX_REQUIREMENTS} requirements: the rest ignored"
+    ]
+    chain = {f"requirements-{i}.txt": f"-r requirements-{i + 1}.txt\n" for i in range(200)}
+    chain["requirements.txt"] = "-r requirements-0.txt\n"
+    nested = declared_dependencies(tree(tmp_path / "b", chain))
+    assert any("nested includes" in r.message for r in nested.refused)
+    big = tmp_path / "c"
+    big.mkdir()
+    (big / "uv.lock").write_bytes(b"#" * (MAX_FILE_BYTES + 1))
+    with pytest.raises(DeclarationError, match=r"uv\.lock: .* over the"):
+        declared_dependencies(big)
+    broken = tree(tmp_path / "d", {"poetry.lock": "[[package]\nname = "})
+    with pytest.raises(DeclarationError, match=r"poetry\.lock: not valid TOML"):
+        declared_dependencies(broken)
+
+
+def test_a_linked_or_special_declaration_is_not_followed(tmp_path: Path) -> None:
+    import os
+
+    root = tmp_path / "r"
+    root.mkdir()
+    (tmp_path / "secret.txt").write_text("leaked==1.0\n")
+    (root / "requirements.txt").symlink_to(tmp_path / "secret.txt")
+    os.mkfifo(root / "requirements-dev.txt")
+    declared = declared_dependencies(root)
+    assert declared.requirements == []
