@@ -174,6 +174,11 @@ TRACE_MAX_ROWS = env.int("TRACE_MAX_ROWS", 500, minimum=1)
 TRACE_TIMEOUT_SECONDS = env.float("TRACE_TIMEOUT_SECONDS", 5.0)
 TRACE_MAX_BYTES = env.int("TRACE_MAX_BYTES", 1_000_000, minimum=1024)
 
+# A hand-in's own dependencies: resolved (wheels only) against this index, on the host.
+PACKAGE_INDEX_URL = env.str("PACKAGE_INDEX_URL", "https://pypi.org/simple")
+DEPS_CACHE_DIR = env.path("DEPS_CACHE_DIR", DATA_DIR / "deps-cache")
+DEPS_RESOLVE_TIMEOUT_SECONDS = env.float("DEPS_RESOLVE_TIMEOUT_SECONDS", 120.0, minimum=1.0)
+
 # Sandbox. Candidate code never runs unsandboxed unless this loudly-named switch is on.
 SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED = env.bool("SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED", False)
 SANDBOX_BWRAP = env.str("SANDBOX_BWRAP", "/usr/bin/bwrap")
