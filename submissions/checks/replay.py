@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.catalog import (
@@ -36,8 +37,9 @@ class Run:
     result: sandbox.RunResult
     outputs: dict[str, bytes | None] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def output_text(self) -> str:
+        """Both streams, redacted: computed once, since every replay check reads it."""
         data = self.result.stdout + b"\n" + self.result.stderr
         return redact_text(data.decode("utf-8", "replace"))
 

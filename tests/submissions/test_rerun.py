@@ -8,12 +8,13 @@ from unittest import mock
 import pytest
 from django.core.management import CommandError, call_command
 
-from submissions.assignments import assignment_values
+from submissions.assignments import assignment_apply, assignment_values
+from submissions.intake.upload import submission_create
 from submissions.jobs import queue
 from submissions.jobs.engine import job_execute
 from submissions.jobs.rerun import RerunRefused, submission_rerun
-from submissions.models import Job, Submission
-from tests.conftest import SMALL_REPO, ingest_inline
+from submissions.models import Candidate, Job, Submission
+from tests.conftest import SMALL_REPO, ingest_inline, make_zip
 
 CASSETTE = {"slug": "rerun-c", "title": "Rerun", "shape": "cassette"}
 
@@ -51,16 +52,9 @@ def test_all_runs_analysis_again_which_queues_its_followers_again() -> None:
 def test_a_rerun_analysis_queues_the_replay_again_once() -> None:
     values = assignment_values({**CASSETTE, "replay_command": "make test"})
     with mock.patch.object(queue, "job_enqueue", return_value=True):
-        from io import BytesIO
-
-        from submissions.assignments import assignment_apply
-        from submissions.intake.upload import submission_create
-        from submissions.models import Candidate
-        from tests.conftest import make_zip
-
         assignment = assignment_apply(values=values)[0]
         submission = submission_create(
-            upload=BytesIO(make_zip(SMALL_REPO)),
+            upload=io.BytesIO(make_zip(SMALL_REPO)),
             filename="r.zip",
             candidate=Candidate.objects.create(name="R"),
             assignment=assignment,
@@ -95,8 +89,6 @@ def test_a_rerun_is_refused_with_the_reason() -> None:
 
 @pytest.mark.django_db
 def test_a_rejected_archive_is_not_run_again(assignment, candidate) -> None:
-    from submissions.intake.upload import submission_create
-
     result = submission_create(
         upload=io.BytesIO(b"not an archive"),
         filename="x.zip",
