@@ -178,6 +178,17 @@ TRACE_MAX_BYTES = env.int("TRACE_MAX_BYTES", 1_000_000, minimum=1024)
 PACKAGE_INDEX_URL = env.str("PACKAGE_INDEX_URL", "https://pypi.org/simple")
 DEPS_CACHE_DIR = env.path("DEPS_CACHE_DIR", DATA_DIR / "deps-cache")
 DEPS_RESOLVE_TIMEOUT_SECONDS = env.float("DEPS_RESOLVE_TIMEOUT_SECONDS", 120.0, minimum=1.0)
+# Wheels and installed environments: bound into the sandbox, so where its uids can traverse
+# (not under a home folder). Shared by all submissions; environments are evicted LRU.
+DEPS_DIR = env.path("DEPS_DIR", Path("/var/tmp/cassette-review-deps"))  # noqa: S108
+DEPS_ENV_CACHE_BYTES = env.int("DEPS_ENV_CACHE_BYTES", 5 * 2**30, minimum=2**20)
+DEPS_MAX_DOWNLOAD_BYTES = env.int("DEPS_MAX_DOWNLOAD_BYTES", 1 * 2**30, minimum=2**20)
+DEPS_MAX_UNPACKED_BYTES = env.int("DEPS_MAX_UNPACKED_BYTES", 3 * 2**30, minimum=2**20)
+# requires-python / .python-version the sandbox does not satisfy: "warn" runs anyway and
+# says so; "skip" skips the replay with the reason.
+DEPS_PYTHON_MISMATCH = env.str("DEPS_PYTHON_MISMATCH", "warn")
+if DEPS_PYTHON_MISMATCH not in ("warn", "skip"):
+    raise ImproperlyConfigured("DEPS_PYTHON_MISMATCH must be warn or skip")
 
 # Sandbox. Candidate code never runs unsandboxed unless this loudly-named switch is on.
 SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED = env.bool("SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED", False)

@@ -25,6 +25,7 @@ class CheckSpec:
         return self.id.replace(".", "_")
 
 
+DEPENDENCIES_INSTALLED = "env.dependencies_installed"
 OFFLINE_PASS = "replay.offline_pass"  # noqa: S105 - a check id, not a password
 BYTE_IDENTICAL = "replay.byte_identical"
 MISSING_FIXTURE = "replay.missing_fixture_fails_loudly"
@@ -50,6 +51,7 @@ CACHES = "service.caches"
 ENTRYPOINTS = "docs.entrypoints"
 REPLAY_NOTES = "docs.replay_notes"
 
+_ENV = "submissions.checks.environment"
 _REPLAY = "submissions.checks.replay"
 _SERVICE = "submissions.checks.service"
 _LIVE = "submissions.checks.trace_live"
@@ -61,6 +63,13 @@ _LEDGER = "cassettes_app.checks.ledger"
 CATALOG: dict[str, CheckSpec] = {
     spec.id: spec
     for spec in (
+        CheckSpec(
+            DEPENDENCIES_INSTALLED,
+            "Dependencies installed",
+            "the declared dependencies were fetched as wheels from the package index and "
+            "installed in the sandbox with the network off",
+            _ENV,
+        ),
         CheckSpec(
             OFFLINE_PASS,
             "Replay passes offline",

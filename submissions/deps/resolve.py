@@ -16,13 +16,12 @@ import re
 import subprocess
 import sys
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from submissions.deps.declared import Declared
 
-_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
-_HASH = re.compile(r"--hash=(sha256:[0-9a-f]{64})")
 _ERROR_CHARS = 2000
 
 
@@ -31,27 +30,74 @@ class ResolveFailed(RuntimeError):
 
 
 @dataclass(frozen=True)
+class WheelRef:
+    """One wheel the index offers for a pin: where, how big, its sha256."""
+
+    filename: str
+    url: str
+    size: int | None
+    sha256: str
+
+
+@dataclass(frozen=True)
 class Pin:
     name: str
     version: str
-    hashes: tuple[str, ...]
+    wheels: tuple[WheelRef, ...] = ()
+
+    @property
+    def hashes(self) -> tuple[str, ...]:
+        return tuple(f"sha256:{w.sha256}" for w in self.wheels)
 
 
 @dataclass
 class Resolved:
-    """The resolved set: every package pinned, with the hashes of its allowed wheels."""
+    """The resolved set: every package pinned, with the wheels the index offers for it."""
 
     pins: list[Pin] = field(default_factory=list)
-    text: str = ""  # uv's output, a hash-pinned requirements file
+    text: str = ""  # uv's output, a pylock.toml (PEP 751) with each wheel's URL and hash
     seconds: float = 0.0
+    cached: bool = False  # read from the resolution cache, not from the index
 
     @property
     def key(self) -> str:
-        """Content address of the resolved set (environments are cached by it)."""
-        return hashlib.sha256(self.text.encode()).hexdigest()
+        """Content address of the resolved set (environments are cached by it): the pins and
+        the hashes of their wheels, not uv's wording of them."""
+        rows = sorted(
+            f"{p.name.lower()}=={p.version} " + " ".join(sorted(w.sha256 for w in p.wheels))
+            for p in self.pins
+        )
+        return hashlib.sha256("\n".join(rows).encode()).hexdigest()
 
     def summary(self) -> str:
         return ", ".join(f"{p.name}=={p.version}" for p in self.pins)
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def parse_pylock(text: str) -> list[Pin]:
+    """The pins of a pylock.toml that `uv pip compile` wrote; ResolveFailed on anything odd."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ResolveFailed(f"uv wrote an unreadable lock: {exc}") from None
+    pins: list[Pin] = []
+    for package in data.get("packages") or []:
+        name, version = package.get("name"), package.get("version")
+        if not isinstance(name, str) or not isinstance(version, str):
+            raise ResolveFailed(f"uv's lock has a package without name and version: {package!r}")
+        wheels = []
+        for wheel in package.get("wheels") or []:
+            url = wheel.get("url") or ""
+            sha = (wheel.get("hashes") or {}).get("sha256") or ""
+            filename = url.rsplit("/", 1)[-1].split("#", 1)[0]
+            if not _SHA256.fullmatch(sha) or not filename.endswith(".whl"):
+                continue
+            size = wheel.get("size")
+            wheels.append(WheelRef(filename, url, size if isinstance(size, int) else None, sha))
+        pins.append(Pin(name, version, tuple(wheels)))
+    return pins
 
 
 def sandbox_platform() -> str:
@@ -70,22 +116,6 @@ def _uv() -> str:
     return str(beside) if beside.exists() else "uv"
 
 
-def parse_compiled(text: str) -> list[Pin]:
-    """The pins of a `uv pip compile --generate-hashes` output."""
-    pins: list[Pin] = []
-    name = version = None
-    hashes: list[str] = []
-    for line in text.splitlines():
-        if match := _PIN.match(line):
-            if name:
-                pins.append(Pin(name, version or "", tuple(hashes)))
-            name, version, hashes = match.group(1), match.group(2), []
-        hashes += _HASH.findall(line)
-    if name:
-        pins.append(Pin(name, version or "", tuple(hashes)))
-    return pins
-
-
 def resolve(
     declared: Declared,
     *,
@@ -95,7 +125,10 @@ def resolve(
     python_platform: str | None = None,
     timeout: float = 120.0,
 ) -> Resolved:
-    """Pin the declared requirements to wheels from `index_url`; ResolveFailed says why not."""
+    """Pin the declared requirements to wheels from `index_url`; ResolveFailed says why not.
+
+    A lock's pins are requirements `name==version` here, so the candidate's pins win.
+    """
     if not declared.requirements:
         return Resolved()
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -110,9 +143,9 @@ def resolve(
         python_version,
         "--python-platform",
         python_platform or sandbox_platform(),
-        "--generate-hashes",
+        "--format",
+        "pylock.toml",
         "--no-header",
-        "--no-annotate",
         "--index-url",
         index_url,
         "--cache-dir",
@@ -141,4 +174,4 @@ def resolve(
     if done.returncode != 0:
         answer = (done.stderr or done.stdout).strip()[-_ERROR_CHARS:]
         raise ResolveFailed(answer or f"uv exited {done.returncode}")
-    return Resolved(parse_compiled(done.stdout), done.stdout, time.monotonic() - started)
+    return Resolved(parse_pylock(done.stdout), done.stdout, time.monotonic() - started)

@@ -16,6 +16,7 @@ import secrets
 from pathlib import Path
 
 from cassettes_app.checks import skip
+from submissions.checks.environment import env_dependencies_installed
 from submissions.checks.service import PROBE_CHECKS, service_checks, service_error_outcomes
 from submissions.checks.service_report import (
     ProbeConfig,
@@ -24,6 +25,7 @@ from submissions.checks.service_report import (
     parse_driver_output,
 )
 from submissions.checks.store import checks_store
+from submissions.deps.prepare import dependencies
 from submissions.intake.trees import submission_tree
 from submissions.jobs.types import JobError, Outcome, Progress
 from submissions.models import Job, Submission
@@ -106,8 +108,15 @@ def probe_run(job: Job, progress: Progress) -> Outcome:
     config = ProbeConfig.from_assignment(assignment)
     try:
         with sandbox_slot() as slot:
-            progress.step("start the service", 10)
-            report = probe_in_sandbox(submission_tree(submission), config, slot=slot)
+            tree = submission_tree(submission)
+            with dependencies(tree, slot, lambda label: progress.step(label, 5)) as prepared:
+                env_check = env_dependencies_installed(prepared)
+                blocked = prepared.blocker or prepared.python_refused
+                if blocked:
+                    checks_store(submission, job, [env_check, *service_error_outcomes(blocked)])
+                    return Outcome(Job.State.FAILED, blocked)
+                progress.step("start the service", 10)
+                report = probe_in_sandbox(tree, config, slot=slot.with_site(prepared.site))
     except SandboxUnavailable as exc:
         reason = f"the service probe needs the sandbox: {exc.cause}"
         checks_store(submission, job, service_error_outcomes(reason))
@@ -121,7 +130,7 @@ def probe_run(job: Job, progress: Progress) -> Outcome:
         raise JobError(str(exc)) from None
     progress.step("judge", 90)
     outcomes = service_checks(report)
-    checks_store(submission, job, outcomes)
+    checks_store(submission, job, [env_check, *outcomes])
     summary = "; ".join(f"{o.id}: {o.status}" for o in outcomes)
     progress.log(f"probe of `{config.command}` on port {config.port}: {summary}")
     progress.step("done", 100)

@@ -8,12 +8,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
 
+from cassettes_app.checks import CheckOutcome
+from cassettes_app.checks.catalog import REPLAY_CHECKS
 from cassettes_app.checks.runlog import RUN_LOG, cassettes_model_metadata_from_run_log
 from submissions import sandbox
+from submissions.checks.environment import env_dependencies_installed
 from submissions.checks.replay import (
     Run,
     replay_byte_identical,
@@ -28,6 +32,7 @@ from submissions.checks.replay_compare import (
     network_attempts,
 )
 from submissions.checks.store import checks_store
+from submissions.deps.prepare import dependencies
 from submissions.intake.trees import submission_tree
 from submissions.jobs.types import JobError, Outcome, Progress
 from submissions.models import Job, Recording, Submission
@@ -147,13 +152,60 @@ def probe_preferred(rows: list[tuple[str, str, str, str]]) -> set[str]:
     }
 
 
+def _note(progress: Progress, percent: int) -> Callable[[str], None]:
+    """A job step for each dependency stage (resolving, fetching N wheels, installing...)."""
+
+    def note(label: str) -> None:
+        progress.step(label, percent)
+        progress.log(label)
+
+    return note
+
+
+def _blocked(
+    submission: Submission, job: Job, env_check: CheckOutcome, status: str, reason: str
+) -> Outcome:
+    """The suite cannot be judged in this environment: every replay check says why."""
+    outcomes = [env_check] + [CheckOutcome(cid, status, reason) for cid in REPLAY_CHECKS]
+    checks_store(submission, job, outcomes)
+    state = Job.State.FAILED if status == "error" else Job.State.PASSED
+    return Outcome(state, reason)
+
+
 def replay_run(job: Job, progress: Progress) -> Outcome:
-    """Run the suite twice and once per probe; write the replay checks."""
+    """Install the hand-in's dependencies, run the suite twice and once per probe."""
     submission: Submission = job.submission
-    assignment = submission.assignment
-    command = assignment.replay_command.strip()
+    command = submission.assignment.replay_command.strip()
     if not command:
         raise JobError("the assignment has no replay command")
+    try:
+        with sandbox_slot() as slot:
+            progress.step("copy", 5)
+            tree = submission_tree(submission)
+            with dependencies(tree, slot, _note(progress, 10)) as prepared:
+                env_check = env_dependencies_installed(prepared)
+                if prepared.blocker:
+                    return _blocked(submission, job, env_check, "error", prepared.blocker)
+                if prepared.python_refused:
+                    return _blocked(submission, job, env_check, "skip", prepared.python_refused)
+                slot = slot.with_site(prepared.site)
+                outcomes, run1 = _replay(submission, tree, command, slot, progress)
+    except SandboxUnavailable as exc:
+        reason = f"the sandbox cannot run here: {exc.cause}"
+        checks_store(submission, job, replay_error_outcomes(reason))
+        raise JobError(reason) from exc
+    checks_store(submission, job, [env_check, *outcomes])
+    progress.step("done", 100)
+    failing = [o.id for o in outcomes if o.status == "fail"]
+    state = Job.State.PASSED if run1.result.exit_code == 0 else Job.State.FAILED
+    return Outcome(state, f"replay checks written; failing: {', '.join(failing) or 'none'}")
+
+
+def _replay(
+    submission: Submission, tree: Path, command: str, slot: Slot, progress: Progress
+) -> tuple[list[CheckOutcome], Run]:
+    """Run 1, run 2 and the probes in this slot; the replay checks judged from them."""
+    assignment = submission.assignment
     outputs = list(assignment.graded_outputs)
     watch = recording_dirs(list(assignment.recording_globs))
     rows = list(
@@ -162,45 +214,37 @@ def replay_run(job: Job, progress: Progress) -> Outcome:
         )
     )
     recordings = {path: key for path, key, _, _ in rows}
-    try:
-        with sandbox_slot() as slot:
-            progress.step("copy", 5)
-            tree = submission_tree(submission)
-            # run-twice keeps the model id in a separate run log: read back, never compared.
-            run_log = [RUN_LOG] if assignment.shape == "run-twice" else []
-            reads = outputs + [p for p in run_log if p not in outputs]
-            common = {"slot": slot, "outputs": reads, "watch": watch}
-            progress.step("run 1", 15)
-            run1 = _run("run 1", tree, command, env=RUN1_ENV, **common)
-            progress.log(f"run 1: exit {run1.result.exit_code} in {run1.result.duration_s:.1f} s")
-            progress.log(run1.tail())
-            progress.step("run 2", 40)
-            run2 = _run("run 2", tree, command, env=RUN2_ENV, subdir=RUN2_SUBDIR, **common)
-            progress.log(f"run 2: exit {run2.result.exit_code} in {run2.result.duration_s:.1f} s")
-            progress.step("compare", 65)
-            recordings_check, used = replay_recordings_used(run1, sorted(recordings))
-            Recording.objects.filter(submission=submission, role="recording").update(used=False)
-            Recording.objects.filter(submission=submission, path__in=used).update(used=True)
-            probes = []
-            # A loader that opens every file makes "read" a weak signal: a silent pass after
-            # removing a file it never needed proves nothing, so such probes try the next one.
-            candidates = choose_probes(used, len(used), preferred=probe_preferred(rows))
-            if suite_blocker(run1) is not None:
-                candidates = []  # nothing to learn from removing a file from a failing suite
-            conclusive = 0
-            for i, removed in enumerate(candidates[: settings.REPLAY_MISSING_PROBE_TRIES]):
-                if conclusive >= settings.REPLAY_MISSING_PROBES:
-                    break
-                progress.step(f"probe {i + 1}", 75 + i)
-                probe = _run("probe", tree, command, env=RUN1_ENV, remove=removed, **common)
-                progress.log(f"probe without {removed}: exit {probe.result.exit_code}")
-                probes.append((removed, recordings.get(removed) or None, probe))
-                if probe.result.exit_code != 0 or network_attempts(probe.result.audit_events):
-                    conclusive += 1
-    except SandboxUnavailable as exc:
-        reason = f"the sandbox cannot run here: {exc.cause}"
-        checks_store(submission, job, replay_error_outcomes(reason))
-        raise JobError(reason) from exc
+    # run-twice keeps the model id in a separate run log: read back, never compared.
+    run_log = [RUN_LOG] if assignment.shape == "run-twice" else []
+    reads = outputs + [p for p in run_log if p not in outputs]
+    common = {"slot": slot, "outputs": reads, "watch": watch}
+    progress.step("run 1", 15)
+    run1 = _run("run 1", tree, command, env=RUN1_ENV, **common)
+    progress.log(f"run 1: exit {run1.result.exit_code} in {run1.result.duration_s:.1f} s")
+    progress.log(run1.tail())
+    progress.step("run 2", 40)
+    run2 = _run("run 2", tree, command, env=RUN2_ENV, subdir=RUN2_SUBDIR, **common)
+    progress.log(f"run 2: exit {run2.result.exit_code} in {run2.result.duration_s:.1f} s")
+    progress.step("compare", 65)
+    recordings_check, used = replay_recordings_used(run1, sorted(recordings))
+    Recording.objects.filter(submission=submission, role="recording").update(used=False)
+    Recording.objects.filter(submission=submission, path__in=used).update(used=True)
+    probes = []
+    # A loader that opens every file makes "read" a weak signal: a silent pass after
+    # removing a file it never needed proves nothing, so such probes try the next one.
+    candidates = choose_probes(used, len(used), preferred=probe_preferred(rows))
+    if suite_blocker(run1) is not None:
+        candidates = []  # nothing to learn from removing a file from a failing suite
+    conclusive = 0
+    for i, removed in enumerate(candidates[: settings.REPLAY_MISSING_PROBE_TRIES]):
+        if conclusive >= settings.REPLAY_MISSING_PROBES:
+            break
+        progress.step(f"probe {i + 1}", 75 + i)
+        probe = _run("probe", tree, command, env=RUN1_ENV, remove=removed, **common)
+        progress.log(f"probe without {removed}: exit {probe.result.exit_code}")
+        probes.append((removed, recordings.get(removed) or None, probe))
+        if probe.result.exit_code != 0 or network_attempts(probe.result.audit_events):
+            conclusive += 1
     outcomes = [
         replay_offline_pass(run1),
         replay_byte_identical(run1, run2, outputs),
@@ -210,8 +254,4 @@ def replay_run(job: Job, progress: Progress) -> Outcome:
     ]
     if run_log and suite_blocker(run1) is None:
         outcomes.append(cassettes_model_metadata_from_run_log(run1.outputs.get(RUN_LOG)))
-    checks_store(submission, job, outcomes)
-    progress.step("done", 100)
-    failing = [o.id for o in outcomes if o.status == "fail"]
-    state = Job.State.PASSED if run1.result.exit_code == 0 else Job.State.FAILED
-    return Outcome(state, f"replay checks written; failing: {', '.join(failing) or 'none'}")
+    return outcomes, run1

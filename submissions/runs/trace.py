@@ -14,6 +14,7 @@ from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.catalog import IDEMPOTENCY_ENFORCED, LIVE_MATCH
 from cassettes_app.formats import parse_path
 from cassettes_app.formats.base import TraceHop
+from submissions.checks.environment import env_dependencies_installed
 from submissions.checks.store import checks_store
 from submissions.checks.trace_live import (
     RowResult,
@@ -23,6 +24,7 @@ from submissions.checks.trace_live import (
     trace_idempotency_enforced,
     trace_live_match,
 )
+from submissions.deps.prepare import dependencies
 from submissions.intake.trees import submission_tree
 from submissions.jobs.types import JobError, Outcome, Progress
 from submissions.models import Job, Recording, Submission, TraceRow
@@ -165,13 +167,20 @@ def trace_run(job: Job, progress: Progress) -> Outcome:
         # outcome, already computed against the live stub, is kept.
         try:
             with sandbox_slot() as slot:
-                live, rows = redrive_in_sandbox(
-                    hops,
-                    submission_tree(submission),
-                    assignment.stub_start_command,
-                    path=path,
-                    slot=slot,
-                )
+                tree = submission_tree(submission)
+                with dependencies(tree, slot, lambda label: progress.step(label, 70)) as prepared:
+                    outcomes.append(env_dependencies_installed(prepared))
+                    blocked = prepared.blocker or prepared.python_refused
+                    if blocked:
+                        live, rows = CheckOutcome(LIVE_MATCH, "error", blocked), []
+                    else:
+                        live, rows = redrive_in_sandbox(
+                            hops,
+                            tree,
+                            assignment.stub_start_command,
+                            path=path,
+                            slot=slot.with_site(prepared.site),
+                        )
         except SandboxUnavailable as exc:
             live, rows = (
                 CheckOutcome(LIVE_MATCH, "error", f"re-drive needs the sandbox: {exc.cause}"),

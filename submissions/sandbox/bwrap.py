@@ -34,9 +34,11 @@ from submissions.sandbox.types import (
     SANDBOX_TMP,
     SANDBOX_UID_BASE,
     SETPRIV,
+    SITE_MOUNT,
     SITECUSTOMIZE,
     SYSTEM_RUNTIME,
     WORK_MOUNT,
+    Bind,
     RunResult,
     SandboxLimits,
     SandboxUnavailable,
@@ -69,10 +71,17 @@ def _check_cwd(cwd: str) -> str:
 
 
 def _sandbox_env(
-    runtime: Path, env: dict[str, str] | None, audit_watch: Iterable[str]
+    runtime: Path,
+    env: dict[str, str] | None,
+    audit_watch: Iterable[str],
+    site: Path | None = None,
 ) -> dict[str, str]:
     """Return the whole environment inside the sandbox: the allowlist plus the caller's extras."""
     path = "/usr/bin:/bin" if runtime == SYSTEM_RUNTIME else f"{runtime}/bin:/usr/bin:/bin"
+    python_path = HOOKS_MOUNT
+    if site is not None:
+        # The hooks stay first: a hand-in's sitecustomize must not replace the audit hook.
+        path, python_path = f"{SITE_MOUNT}/bin:{path}", f"{HOOKS_MOUNT}:{SITE_MOUNT}"
     out = {
         "PATH": path,
         "HOME": SANDBOX_HOME,
@@ -82,11 +91,13 @@ def _sandbox_env(
         "PYTHONHASHSEED": "0",
         "PYTHONDONTWRITEBYTECODE": "1",
         "TMPDIR": SANDBOX_TMP,
-        "PYTHONPATH": HOOKS_MOUNT,
+        "PYTHONPATH": python_path,
         "CR_AUDIT_LOG": f"{AUDIT_MOUNT}/{AUDIT_FILE}",
         "CR_AUDIT_ROOT": WORK_MOUNT,
         "CR_AUDIT_WATCH": ":".join(w.strip("/") for w in audit_watch),
     }
+    if site is not None:
+        out["CR_SITE"] = SITE_MOUNT  # its .pth files are read by the hooks' sitecustomize
     for key, value in (env or {}).items():
         if not ENV_NAME.match(key) or "\0" in value:
             raise ValueError(f"bad environment variable {key!r}")
@@ -119,6 +130,7 @@ def _bwrap_argv(
     data_fds: dict[str, int],
     status_fd: int,
     tmpfs_bytes: int,
+    binds: Sequence[Bind] = (),
 ) -> list[str]:
     """Return the bwrap argv up to (not including) the command."""
     a = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
@@ -156,6 +168,8 @@ def _bwrap_argv(
     if runtime != SYSTEM_RUNTIME:
         # Same path inside: a venv's scripts carry its absolute path in their shebangs.
         a += ["--ro-bind", str(runtime), str(runtime)]
+    for bind in binds:
+        a += ["--bind" if bind.writable else "--ro-bind", str(bind.source), bind.dest]
     a += ["--proc", "/proc", "--dev", "/dev"]
     a += ["--size", str(tmpfs_bytes), "--tmpfs", SANDBOX_SHM]
     a += ["--size", str(tmpfs_bytes), "--tmpfs", SANDBOX_TMP, "--dir", SANDBOX_HOME]
@@ -214,9 +228,13 @@ def run(
     cwd_in_sandbox: str = WORK_MOUNT,
     bwrap: str = DEFAULT_BWRAP,
     uid_base: int = SANDBOX_UID_BASE,
+    site: Path | None = None,
+    binds: Sequence[Bind] = (),
 ) -> RunResult:
     """Run command in the sandbox, workspace at /work; raise SandboxUnavailable if it cannot start.
 
+    `site` is a host folder of installed packages, mounted read-only at SITE_MOUNT and put
+    first on sys.path and PATH (after the hooks); `binds` are further folders mounted in.
     Never falls back to running unsandboxed unless allow_unsandboxed=True (the loudly
     named SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED setting); the result then says sandboxed=False.
     """
@@ -224,16 +242,20 @@ def run(
     cwd = _check_cwd(cwd_in_sandbox)
     runtime = Path(runtime) if runtime else DEFAULT_RUNTIME
     uid = slot_uid(slot, uid_base)
-    sandbox_env = _sandbox_env(runtime, env, audit_watch)
+    sandbox_env = _sandbox_env(runtime, env, audit_watch, site)
+    mounts = [*binds, *([Bind(Path(site), SITE_MOUNT)] if site is not None else [])]
     problems = static_problems(bwrap, runtime, [uid])
     if not problems:
         with slot_lock(uid):
             return _run_sandboxed(
-                argv, Path(workspace), limits, uid, runtime, sandbox_env, cwd, bwrap
+                argv, Path(workspace), limits, uid, runtime, sandbox_env, cwd, bwrap, mounts
             )
     cause = "; ".join(problems)
     if not allow_unsandboxed:
         raise SandboxUnavailable(cause)
+    if mounts:
+        # The mounts' paths exist only inside the sandbox; nothing else would see them.
+        raise SandboxUnavailable(f"{cause} (a hand-in's dependencies install only in the sandbox)")
     # Only when the host lacks the sandbox; a run that failed to start is never retried bare.
     log.warning("SANDBOX UNAVAILABLE (%s): RUNNING CANDIDATE CODE UNSANDBOXED (dev setting)", cause)
     return _run_unsandboxed(argv, Path(workspace), limits, runtime, sandbox_env, cwd, cause)
@@ -248,6 +270,7 @@ def _run_sandboxed(
     sandbox_env: dict[str, str],
     cwd: str,
     bwrap: str,
+    binds: Sequence[Bind] = (),
 ) -> RunResult:
     """Run argv under setpriv + prlimit + bwrap and collect the outcome."""
     gid = gid_of(uid)
@@ -279,6 +302,7 @@ def _run_sandboxed(
             data_fds,
             status_w,
             limits.tmpfs_bytes,
+            binds,
         )[1:]
         # Options go through --args: bwrap's pid 1 stays in the sandbox, and its command
         # line (host paths, env values) would be readable there and in the host's `ps`.

@@ -11,6 +11,7 @@ unusable only when bwrap starts, long after the self-check passed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import time
@@ -79,6 +80,11 @@ class Slot:
     number: int
     uid: int
     limits: SandboxLimits
+    site: Path | None = None  # the hand-in's installed dependencies, when it declares any
+
+    def with_site(self, site: Path | None) -> Slot:
+        """This slot, its runs seeing `site`'s packages first (see bwrap.run)."""
+        return dataclasses.replace(self, site=site)
 
     @contextlib.contextmanager
     def workspace(self, tree: Path) -> Iterator[Path]:
@@ -101,7 +107,7 @@ class Slot:
                     slot=self.number,
                     allow_unsandboxed=settings.SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED,
                     **_host(),
-                    **kwargs,  # type: ignore[arg-type]
+                    **{"site": self.site, **kwargs},  # type: ignore[arg-type]
                 )
             except SandboxBusy:
                 if time.monotonic() > deadline:

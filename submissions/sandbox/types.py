@@ -49,6 +49,11 @@ HOOKS_MOUNT = "/opt/cr-hooks"
 AUDIT_MOUNT = "/run/cr-audit"
 
 
+# A hand-in's own dependencies (a `--target` install, read-only): first on sys.path after
+# the hooks, its bin/ first on PATH. The runtime's packages stay importable after it.
+SITE_MOUNT = "/opt/cr-site"
+
+
 AUDIT_FILE = "audit.jsonl"
 
 
@@ -92,6 +97,15 @@ MS_NOSUID, MS_NODEV = 2, 4
 
 
 MNT_DETACH, UMOUNT_NOFOLLOW = 2, 8
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host folder mounted into the sandbox at `dest` (read-only unless `writable`)."""
+
+    source: Path
+    dest: str
+    writable: bool = False
 
 
 class SandboxUnavailable(RuntimeError):

@@ -18,8 +18,7 @@ def test_every_catalog_id_names_the_function_that_computes_it() -> None:
 def test_the_catalog_holds_the_design_ids_and_nothing_else() -> None:
     design = (ROOT.parent / "shared" / "DESIGN.md").read_text(encoding="utf-8")
     ids = set(re.findall(r"^\| `([a-z]+\.[a-z_]+)` \|", design, re.M))
-    # env.dependencies_installed lands with the dependency-install work (issue 13).
-    assert set(catalog.CATALOG) == ids - {"env.dependencies_installed"}
+    assert set(catalog.CATALOG) == ids
 
 
 def test_app_code_names_checks_through_the_catalog_not_literals() -> None:

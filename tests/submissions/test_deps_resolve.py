@@ -7,26 +7,81 @@ from pathlib import Path
 import pytest
 
 from submissions.deps.declared import Declared
-from submissions.deps.resolve import ResolveFailed, parse_compiled, resolve, sandbox_platform
+from submissions.deps.resolve import (
+    Resolved,
+    ResolveFailed,
+    parse_pylock,
+    resolve,
+    sandbox_platform,
+)
 
 INDEX = "https://pypi.org/simple"
 
-COMPILED = """\
-markdown-it-py==4.3.0 \\
-    --hash=sha256:7aa1511a46c39138de78d9eba92ce47e63124d8003fc98b3a351909e04239efa \\
-    --hash=sha256:91a58fa5b72c71a40cf7177250fd767480d7a2bb3ac426ccfb76fb90305fdaaa
-tenacity==9.1.2 \\
-    --hash=sha256:f77bf36710d8b73a50b2dd155c97b870017ad21afe6ab300326b0371b3b05138
+# uv pip compile --format pylock.toml output, as uv 0.13.9 wrote it for this machine.
+PYLOCK = """\
+lock-version = "1.0"
+created-by = "uv"
+requires-python = ">=3.11.2"
+
+[[packages]]
+name = "pydantic"
+version = "1.10.27"
+wheels = [
+    { url = "https://files.pythonhosted.org/packages/3a/f2/ea39bab50b02f46467a9c9dbdcdd6ba59f9b73a000747323d08e588a6274/pydantic-1.10.27-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.whl", upload-time = 2026-10-29T15:35:47Z, size = 2888724, hashes = { sha256 = "76b9dee80c3c3406fadd3a704166caee782e9dd6582d5a0cbc63df1003dfe102" } },
+    { url = "https://files.pythonhosted.org/packages/3f/6b/47ebfcc96c4fab8bd0a37f448d94389bdd05fddc92d5485f9419ef9b19de/pydantic-1.10.27-py3-none-any.whl", upload-time = 2026-10-29T15:36:41Z, size = 167324, hashes = { sha256 = "d714c3df0db634a6720abdc204d7b3bfc6c62d4ef7b4f9dcd64b37c29187a058" } },
+]
+
+[[packages]]
+name = "tenacity"
+version = "9.2.1"
+wheels = [{ url = "https://files.pythonhosted.org/packages/d6/26/1ff2b0721ac66a3ec5b1402b333110b352ab0a8724052ac279a7b82d40c4/tenacity-9.2.1-py3-none-any.whl", upload-time = 2026-10-07T12:13:00Z, size = 32310, hashes = { sha256 = "9e56f17539296baab7beabb08b92f6ee3d7be92d8be72d763360677c2ad6580e" } }]
 """
 
 
-def test_the_compiled_set_is_read_with_its_hashes() -> None:
-    pins = parse_compiled(COMPILED)
-    assert [(p.name, p.version, len(p.hashes)) for p in pins] == [
-        ("markdown-it-py", "4.3.0", 2),
-        ("tenacity", "9.1.2", 1),
+def test_the_lock_is_read_with_each_wheels_url_size_and_hash() -> None:
+    pins = parse_pylock(PYLOCK)
+    assert [(p.name, p.version, len(p.wheels)) for p in pins] == [
+        ("pydantic", "1.10.27", 2),
+        ("tenacity", "9.2.1", 1),
     ]
-    assert all(h.startswith("sha256:") for p in pins for h in p.hashes)
+    wheel = pins[1].wheels[0]
+    assert wheel.filename == "tenacity-9.2.1-py3-none-any.whl"
+    assert wheel.size == 32310 and len(wheel.sha256) == 64
+    assert pins[1].hashes == (f"sha256:{wheel.sha256}",)
+
+
+def test_the_key_is_the_pins_not_the_wording() -> None:
+    reworded = "# a header uv may write\n" + PYLOCK.replace('created-by = "uv"', 'created-by = "x"')
+    a = Resolved(parse_pylock(PYLOCK), PYLOCK)
+    b = Resolved(parse_pylock(reworded), reworded)
+    assert a.key == b.key
+    bumped = PYLOCK.replace('version = "9.2.1"', 'version = "9.2.0"')
+    assert Resolved(parse_pylock(bumped), bumped).key != a.key
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not toml [",
+        '[[packages]]\nversion = "1"\n',
+        '[[packages]]\nname = "x"\n',
+    ],
+)
+def test_an_odd_lock_is_refused_not_trusted(text: str) -> None:
+    with pytest.raises(ResolveFailed):
+        parse_pylock(text)
+
+
+def test_wheels_without_a_sha256_or_a_wheel_name_are_dropped() -> None:
+    text = (
+        '[[packages]]\nname = "x"\nversion = "1"\nwheels = [\n'
+        '{ url = "https://h/x-1.tar.gz", hashes = { sha256 = "' + "a" * 64 + '" } },\n'
+        '{ url = "https://h/x-1-py3-none-any.whl", hashes = { md5 = "abc" } },\n'
+        '{ url = "https://h/x-1-py3-none-any.whl", hashes = { sha256 = "' + "b" * 64 + '" } },\n'
+        "]\n"
+    )
+    (pin,) = parse_pylock(text)
+    assert [w.sha256 for w in pin.wheels] == ["b" * 64]
 
 
 def test_nothing_declared_resolves_to_nothing_without_running_uv(tmp_path: Path) -> None:
@@ -46,6 +101,7 @@ def test_a_declared_set_resolves_to_hash_pinned_wheels(tmp_path: Path) -> None:
     assert names["tenacity"].version == "9.1.2"
     assert "rich" in names and "markdown-it-py" in names  # transitive ones pinned too
     assert all(p.hashes for p in resolved.pins)
+    assert all(w.url.startswith("https://") for p in resolved.pins for w in p.wheels)
     assert len(resolved.key) == 64
     again = resolve(declared, index_url=INDEX, cache_dir=tmp_path / "cache")
     assert again.key == resolved.key  # the same declaration resolves to the same set

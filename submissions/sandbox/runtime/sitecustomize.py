@@ -179,7 +179,24 @@ def _install() -> None:
     sys.addaudithook(_Auditor(log_path, root, watch).hook)
 
 
+def _add_site() -> None:
+    """Read the .pth files of a hand-in's installed dependencies (CR_SITE), as site does.
+
+    Its folder is already on sys.path (PYTHONPATH, ahead of the runtime); a .pth line may
+    run code, so this comes after the audit hook is in place.
+    """
+    folder = os.environ.get("CR_SITE")
+    if folder and os.path.isdir(folder):
+        import site
+
+        site.addsitedir(folder)
+
+
 try:
     _install()
+except Exception:
+    pass
+try:
+    _add_site()
 except Exception:
     pass

@@ -1,0 +1,259 @@
+"""A hand-in's own dependencies, ready for its sandboxed runs: read, resolve, fetch, install.
+
+    with dependencies(tree, slot, note) as prepared:
+        slot = slot.with_site(prepared.site)    # None: the hand-in declares nothing
+        if prepared.blocker: ...                # the suite cannot be judged; say why
+
+Phase 1 (host, network to the index only, no candidate code): `declared.py` reads what the
+hand-in declares, `resolve.py` pins it with uv for the sandbox's interpreter (cached by the
+declaration), `fetch.py` brings the wheels into the shared cache. Phase 2 (sandbox, network
+off): `envs.py` installs exactly those wheels, cached by the resolved set. What the
+hand-in declares wins over the runtime's packages; what it does not declare (pytest, say)
+still comes from the runtime.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from django.conf import settings
+from packaging.specifiers import SpecifierSet
+
+from submissions.deps.declared import DeclarationError, Declared, declared_dependencies
+from submissions.deps.envs import (
+    EnvCache,
+    Environment,
+    InstallFailed,
+    install_binds,
+    install_command,
+    install_failure,
+    install_plan,
+)
+from submissions.deps.fetch import Fetched, FetchFailed, FetchLimits, fetch
+from submissions.deps.resolve import Resolved, ResolveFailed, parse_pylock, resolve
+from submissions.sandbox.slots import Slot
+from submissions.sandbox.types import SYSTEM_RUNTIME
+
+_NETWORK_WORDS = ("connect", "timed out", "timeout", "dns", "network", "unreachable", "resolve")
+
+
+@dataclass
+class Prepared:
+    """What happened to the hand-in's dependencies, for the check and the runs."""
+
+    state: str = "none"  # none | installed | failed | error
+    declared: Declared = field(default_factory=Declared)
+    cause: str = ""  # the exact cause when failed or error
+    stage: str = ""  # declare | resolve | fetch | install
+    env: Environment | None = None
+    resolved: Resolved | None = None
+    fetched: list[Fetched] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    python: str = ""
+    python_refused: str = ""  # requires-python not met and the setting says skip
+    seconds: float = 0.0
+
+    @property
+    def site(self) -> Path | None:
+        return self.env.site if self.env else None
+
+    @property
+    def blocker(self) -> str | None:
+        """Why the suite cannot be judged in this environment, or None."""
+        if self.state in ("failed", "error"):
+            return f"dependencies could not be installed ({self.cause})"
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def sandbox_python(runtime: str) -> tuple[int, int, int]:
+    """The sandbox interpreter's version: from the runtime venv's pyvenv.cfg, else asked."""
+    cfg = Path(runtime) / "pyvenv.cfg"
+    if Path(runtime) != SYSTEM_RUNTIME and cfg.is_file():
+        for line in cfg.read_text(encoding="utf-8").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() in ("version", "version_info"):
+                parts = value.strip().split(".")[:3]
+                if len(parts) == 3 and all(p.isdigit() for p in parts):
+                    return int(parts[0]), int(parts[1]), int(parts[2])
+    done = subprocess.run(
+        ["/usr/bin/python3", "-c", "import sys; print(*sys.version_info[:3])"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    major, minor, micro = (int(x) for x in done.stdout.split())
+    return major, minor, micro
+
+
+def env_cache() -> EnvCache:
+    return EnvCache(Path(settings.DEPS_DIR), settings.DEPS_ENV_CACHE_BYTES)
+
+
+def _fatal_refusals(declared: Declared) -> list[str]:
+    return [
+        f"{r.path}{f':{r.line}' if r.line else ''}: {r.message}"
+        for r in declared.refused
+        if not r.message.startswith("option ")
+    ]
+
+
+def _network_cause(text: str) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in _NETWORK_WORDS)
+
+
+def resolve_cached(declared: Declared, python: tuple[int, int, int]) -> Resolved:
+    """Resolve once per declaration, index and interpreter: a re-run sees the same pins."""
+    version = f"{python[0]}.{python[1]}"
+    ident = json.dumps(
+        [sorted(declared.requirements), version, settings.PACKAGE_INDEX_URL], sort_keys=True
+    )
+    name = hashlib.sha256(ident.encode()).hexdigest()
+    path = Path(settings.DEPS_CACHE_DIR) / "resolutions" / f"{name}.toml"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        text = None
+    if text is not None:
+        return Resolved(parse_pylock(text), text, 0.0, cached=True)
+    resolved = resolve(
+        declared,
+        index_url=settings.PACKAGE_INDEX_URL,
+        cache_dir=Path(settings.DEPS_CACHE_DIR) / "uv",
+        python_version=".".join(map(str, python)),
+        timeout=settings.DEPS_RESOLVE_TIMEOUT_SECONDS,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(resolved.text)
+    os.replace(tmp, path)
+    return resolved
+
+
+def _check_python(prepared: Prepared, python: tuple[int, int, int]) -> None:
+    wanted = prepared.declared.requires_python
+    prepared.python = ".".join(map(str, python))
+    if not wanted or SpecifierSet(wanted).contains(prepared.python, prereleases=True):
+        return
+    said = f"the hand-in requires Python {wanted}; the sandbox runs {prepared.python}"
+    if settings.DEPS_PYTHON_MISMATCH == "skip":
+        prepared.python_refused = said
+    else:
+        prepared.warnings.append(f"{said}: the run goes on")
+
+
+def _install(
+    slot: Slot, cache: EnvCache, resolved: Resolved, fetched: list[Fetched], runtime: Path
+) -> Environment:
+    """Build the environment in the sandbox (network off) unless another job just did."""
+    started = time.monotonic()
+    with cache.building(resolved.key) as build:
+        done = cache.lookup(resolved.key)
+        if done is not None:
+            return done
+        for name in ("site", "tmp"):
+            (build / name).mkdir()
+            os.chown(build / name, slot.uid, slot.uid)
+        os.chmod(build, 0o711)  # noqa: S103 - the sandbox uid traverses it to its two folders
+        wheels = install_plan(build, fetched)
+        binds = install_binds(build, wheels, cache.uv_binary())
+        with tempfile.TemporaryDirectory() as empty, slot.workspace(Path(empty)) as workspace:
+            result = slot.with_site(None).run(
+                install_command(runtime),
+                workspace=workspace,
+                binds=binds,
+                env={"UV_NO_PROGRESS": "1", "UV_PYTHON_DOWNLOADS": "never"},
+            )
+        failure = install_failure(result)
+        if failure:
+            raise InstallFailed(failure)
+        packages = [f"{f.pin.name}=={f.pin.version}" for f in fetched]
+        env = cache.publish(resolved.key, build, packages)
+    cache.evict(keep=resolved.key)
+    seconds = time.monotonic() - started
+    return Environment(env.key, env.site, env.packages, env.size_bytes, False, seconds)
+
+
+def _prepare(tree: Path, slot: Slot, note: Callable[[str], None], prepared: Prepared) -> None:
+    """Fill `prepared` stage by stage; a stage that fails says so and the rest is not tried."""
+    prepared.stage = "declare"
+    try:
+        prepared.declared = declared_dependencies(tree)
+    except DeclarationError as exc:
+        prepared.state, prepared.cause = "failed", str(exc)
+        return
+    runtime = Path(settings.SANDBOX_RUNTIME)
+    python = sandbox_python(str(runtime))
+    _check_python(prepared, python)
+    refused = _fatal_refusals(prepared.declared)
+    if refused:
+        prepared.state = "failed"
+        prepared.cause = "refused: " + "; ".join(refused[:5])
+        return
+    if not prepared.declared.requirements or prepared.python_refused:
+        return
+    prepared.stage = "resolve"
+    note("resolving dependencies")
+    prepared.resolved = resolve_cached(prepared.declared, python)
+    prepared.stage = "fetch"
+    limits = FetchLimits(
+        settings.DEPS_MAX_DOWNLOAD_BYTES,
+        settings.DEPS_MAX_UNPACKED_BYTES,
+        settings.DEPS_RESOLVE_TIMEOUT_SECONDS,
+    )
+    cache = env_cache()
+    prepared.env = cache.lookup(prepared.resolved.key)
+    if prepared.env is not None:
+        note("dependencies: environment cached")
+        prepared.state = "installed"
+        return
+    prepared.fetched = fetch(
+        prepared.resolved, cache.wheels, python_version=python[:2], limits=limits, on_step=note
+    )
+    prepared.stage = "install"
+    note(f"installing {len(prepared.fetched)} package(s)")
+    prepared.env = _install(slot, cache, prepared.resolved, prepared.fetched, runtime)
+    prepared.state = "installed"
+
+
+@contextlib.contextmanager
+def dependencies(tree: Path, slot: Slot, note: Callable[[str], None]) -> Iterator[Prepared]:
+    """Prepare the hand-in's dependencies and hold their environment while the block runs.
+
+    Never raises for the hand-in's own faults or the index's: `state` and `cause` say what
+    happened (the sandbox being unavailable still raises SandboxUnavailable).
+    """
+    started = time.monotonic()
+    prepared = Prepared()
+    try:
+        _prepare(Path(tree), slot, note, prepared)
+    except (ResolveFailed, FetchFailed, InstallFailed) as exc:
+        network = not isinstance(exc, InstallFailed) and _network_cause(str(exc))
+        prepared.state = "error" if network else "failed"
+        prepared.cause, prepared.env = str(exc), None
+    except (httpx.HTTPError, OSError) as exc:
+        prepared.state, prepared.cause, prepared.env = "error", f"{type(exc).__name__}: {exc}", None
+    prepared.seconds = time.monotonic() - started
+    if prepared.env is None:
+        yield prepared
+        return
+    with env_cache().held(prepared.env.key):
+        if not prepared.env.site.is_dir():  # evicted between lookup and hold: build again
+            prepared.env = None
+            prepared.state = "error"
+            prepared.cause = "the cached environment was evicted meanwhile; run again"
+        yield prepared
