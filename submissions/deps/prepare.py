@@ -45,7 +45,8 @@ from submissions.deps.resolve import Resolved, ResolveFailed, parse_pylock, reso
 from submissions.sandbox.slots import Slot
 from submissions.sandbox.types import SYSTEM_RUNTIME
 
-_NETWORK_WORDS = ("connect", "timed out", "timeout", "dns", "network", "unreachable", "resolve")
+# Words of a failure on the way to the index (the hand-in is not at fault): error, not fail.
+_NETWORK_WORDS = ("connect", "timed out", "timeout", "dns error", "unreachable", "failed to fetch")
 
 
 @dataclass
@@ -72,7 +73,7 @@ class Prepared:
     def blocker(self) -> str | None:
         """Why the suite cannot be judged in this environment, or None."""
         if self.state in ("failed", "error"):
-            return f"dependencies could not be installed ({self.cause})"
+            return f"dependencies could not be installed ({self.stage}: {self.cause})"
         return None
 
 

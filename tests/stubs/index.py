@@ -15,6 +15,8 @@ from typing import Any
 
 from tests.stubs.servers import Handler, StubServer
 
+_DATE = (2026, 1, 1, 0, 0, 0)
+
 
 def _record_hash(data: bytes) -> str:
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
@@ -24,7 +26,7 @@ def _record_hash(data: bytes) -> str:
 def build_wheel(
     name: str,
     version: str,
-    files: dict[str, bytes] | None = None,
+    files: dict[str, bytes | str] | None = None,
     *,
     requires: tuple[str, ...] = (),
     tag: str = "py3-none-any",
@@ -38,6 +40,7 @@ def build_wheel(
         if files is not None
         else {f"{module}/__init__.py": b"VERSION = '%s'\n" % version.encode()}
     )
+    files = {path: data.encode() if isinstance(data, str) else data for path, data in files.items()}
     info = f"{module}-{version}.dist-info"
     meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
     meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
@@ -49,10 +52,11 @@ def build_wheel(
     files[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        # A fixed date: the same wheel has the same bytes, so the same hash, every run.
         for path, data in files.items():
-            archive.writestr(path, data)
+            archive.writestr(zipfile.ZipInfo(path, _DATE), data, compress_type=zipfile.ZIP_DEFLATED)
         for path, (compression, data) in (raw or {}).items():
-            archive.writestr(zipfile.ZipInfo(path), data, compress_type=compression)
+            archive.writestr(zipfile.ZipInfo(path, _DATE), data, compress_type=compression)
     return f"{module}-{version}-{tag}.whl", buffer.getvalue()
 
 
@@ -75,7 +79,11 @@ class LocalIndex:
 
     def downloads(self) -> list[str]:
         assert self.server is not None
-        return [h["path"] for h in self.server.hits if h["path"].startswith("/files/")]
+        return [
+            h["path"]
+            for h in self.server.hits
+            if h["path"].startswith("/files/") and h["method"] == "GET"
+        ]
 
     def __enter__(self) -> LocalIndex:
         self.server = StubServer(_IndexHandler, index=self).__enter__()
@@ -88,8 +96,19 @@ class LocalIndex:
 
 class _IndexHandler(Handler):
     index: LocalIndex
+    head = False
+
+    def do_HEAD(self) -> None:
+        self.head = True  # one handler serves every request of a kept-alive connection
+        try:
+            self._get()
+        finally:
+            self.head = False
 
     def do_GET(self) -> None:
+        self._get()
+
+    def _get(self) -> None:
         self._record()
         parts = [p for p in self.path.split("?")[0].split("/") if p]
         if len(parts) == 2 and parts[0] == "simple":
@@ -113,4 +132,5 @@ class _IndexHandler(Handler):
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if not self.head:
+            self.wfile.write(body)

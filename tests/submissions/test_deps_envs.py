@@ -126,7 +126,7 @@ def test_a_failed_install_names_the_stage_and_cause(state: str, status: str) -> 
     prepared.stage, prepared.cause = "fetch", "numpy==1.21.0: no wheel for this sandbox's Python"
     outcome = env_dependencies_installed(prepared)
     assert outcome.status == status and outcome.summary.startswith("fetch: numpy==1.21.0")
-    assert prepared.blocker == f"dependencies could not be installed ({prepared.cause})"
+    assert prepared.blocker == f"dependencies could not be installed (fetch: {prepared.cause})"
 
 
 def test_a_secret_in_an_index_answer_is_not_shown() -> None:
