@@ -17,7 +17,15 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["bench_ingest", "bench_vcr", "bench_diff", "bench_sandbox", "bench_pages", "bench_workers"]
+ORDER = [
+    "bench_ingest",
+    "bench_vcr",
+    "bench_diff",
+    "bench_sandbox",
+    "bench_install",
+    "bench_pages",
+    "bench_workers",
+]
 
 
 def _benchmarks(only: list[str]) -> list[Path]:

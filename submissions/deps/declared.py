@@ -23,6 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from packaging.markers import (
+    InvalidMarker,
+    Marker,
+    UndefinedComparison,
+    UndefinedEnvironmentName,
+    default_environment,
+)
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
@@ -200,17 +207,73 @@ def _include(
     _requirements_file(root, included, out, seen, depth + 1)
 
 
-def _from_uv_lock(data: dict[str, Any], out: Declared, path: str) -> None:
-    for package in data.get("package") or []:
-        if not isinstance(package, dict):
+def _uv_lock_needed(packages: list[dict[str, Any]], env: dict[str, str]) -> list[dict[str, Any]]:
+    """The lock's packages this sandbox needs: from the hand-in's own entry along dependency
+    edges whose marker holds here (with its test and dev groups). A universal lock also
+    names packages for other platforms (pywin32) and other Pythons; those are left out.
+    A lock with no entry for the hand-in itself is taken whole."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for package in packages:
+        if isinstance(package, dict) and isinstance(package.get("name"), str):
+            by_name.setdefault(package["name"].lower(), []).append(package)
+    roots = [p for ps in by_name.values() for p in ps if _is_the_hand_in(p)]
+    if not roots:
+        return [p for ps in by_name.values() for p in ps]
+    needed: dict[int, dict[str, Any]] = {}
+    todo: list[tuple[dict[str, Any], tuple[str, ...]]] = [(root, TEST_GROUPS) for root in roots]
+    while todo:
+        package, extras = todo.pop()
+        if id(package) in needed and not extras:
             continue
+        needed[id(package)] = package
+        for edge in _edges(package, extras, is_root=_is_the_hand_in(package)):
+            marker = edge.get("marker")
+            try:
+                if marker and not Marker(marker).evaluate({**env, "extra": ""}):
+                    continue
+            except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
+                pass  # a marker we cannot judge: keep the package rather than drop it
+            candidates = by_name.get(str(edge.get("name", "")).lower(), [])
+            if edge.get("version"):
+                candidates = [c for c in candidates if c.get("version") == edge["version"]]
+            for target in candidates[:1]:
+                more = tuple(x for x in edge.get("extra") or () if isinstance(x, str))
+                if id(target) not in needed or more:
+                    todo.append((target, more))
+    return list(needed.values())
+
+
+def _is_the_hand_in(package: dict[str, Any]) -> bool:
+    source = package.get("source") or {}
+    return isinstance(source, dict) and (
+        source.get("editable") == "." or source.get("virtual") == "."
+    )
+
+
+def _edges(package: dict[str, Any], extras: tuple[str, ...], *, is_root: bool) -> list[dict]:
+    """A lock entry's dependency edges, with those of the named extras (and, for the hand-in
+    itself, of its test and dev groups)."""
+    edges = list(package.get("dependencies") or [])
+    for table in ("optional-dependencies", *(("dev-dependencies",) if is_root else ())):
+        groups = package.get(table) or {}
+        if isinstance(groups, dict):
+            for extra in extras:
+                edges += groups.get(extra) or []
+    return [e for e in edges if isinstance(e, dict)]
+
+
+def _from_uv_lock(
+    data: dict[str, Any], out: Declared, path: str, env: dict[str, str] | None = None
+) -> None:
+    env = env or dict(default_environment())
+    for package in _uv_lock_needed(list(data.get("package") or []), env):
         name, version = package.get("name"), package.get("version")
         source = package.get("source") or {}
         if not isinstance(source, dict) or not isinstance(name, str):
             continue
         if "registry" in source and isinstance(version, str):
             _index_requirement(f"{name}=={version}", path, None, out)
-        elif source.get("editable") == "." or source.get("virtual") == ".":
+        elif _is_the_hand_in(package):
             continue  # the hand-in itself
         else:
             where = next(iter(source), "unknown")
@@ -292,9 +355,10 @@ def _requires_python(root: Path, out: Declared) -> None:
         out.requires_python = wanted
 
 
-def declared_dependencies(root: Path) -> Declared:
+def declared_dependencies(root: Path, marker_env: dict[str, str] | None = None) -> Declared:
     """Read the hand-in's most trusted declaration. Raises DeclarationError for a file that
-    cannot be read at all; every refused line is in `refused`."""
+    cannot be read at all; every refused line is in `refused`. `marker_env` is the sandbox's
+    marker environment (PEP 508), which decides what a universal lock needs here."""
     root = Path(root)
     out = Declared()
     present = [name for name in LOCKS if (root / name).is_file()]
@@ -331,9 +395,12 @@ def declared_dependencies(root: Path) -> Declared:
     else:
         out.kind = out.source = chosen
         data = _toml(root, chosen) or {}
-        {"uv.lock": _from_uv_lock, "poetry.lock": _from_poetry_lock, "pylock.toml": _from_pylock}[
-            chosen
-        ](data, out, chosen)
+        if chosen == "uv.lock":
+            _from_uv_lock(data, out, chosen, marker_env)
+        else:
+            {"poetry.lock": _from_poetry_lock, "pylock.toml": _from_pylock}[chosen](
+                data, out, chosen
+            )
         out.locked = True
     _requires_python(root, out)
     return out

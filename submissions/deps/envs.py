@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from submissions.deps.fetch import Fetched
-from submissions.sandbox.types import SITE_MOUNT, SYSTEM_RUNTIME, Bind, RunResult
+from submissions.sandbox.types import SYSTEM_RUNTIME, Bind, RunResult
 
 UV_MOUNT = "/opt/cr-uv"
 WHEELS_MOUNT = "/opt/cr-wheels"
-BUILD_TMP_MOUNT = "/opt/cr-build-tmp"
+BUILD_MOUNT = "/opt/cr-build"  # one mount for the target and uv's cache: hardlinks work
 META = "meta.json"
 _STALE_BUILD_SECONDS = 6 * 3600
 
@@ -134,7 +134,9 @@ class EnvCache:
     def publish(self, key: str, build: Path, packages: list[str]) -> Environment:
         """Make the build folder's site the environment for `key` (one rename)."""
         site = build / "site"
-        for scratch in ("tmp", "wheels"):  # uv's scratch and the wheel links stay behind
+        if (build / "rw" / "site").is_dir():  # installed by uv in the sandbox
+            os.rename(build / "rw" / "site", site)
+        for scratch in ("rw", "wheels"):  # uv's cache and the wheel links stay behind
             shutil.rmtree(build / scratch, ignore_errors=True)
         _hand_to_root(site)
         size = _tree_size(site)
@@ -244,24 +246,24 @@ def install_command(runtime: Path) -> list[str]:
         "--require-hashes",
         "--no-config",
         "--link-mode",
-        "copy",
+        "hardlink",
         "--target",
-        SITE_MOUNT,
+        f"{BUILD_MOUNT}/site",
         "--python",
         runtime_python(runtime),
         "--cache-dir",
-        f"{BUILD_TMP_MOUNT}/cache",
+        f"{BUILD_MOUNT}/cache",
         "-r",
         f"{WHEELS_MOUNT}/requirements.txt",
     ]
 
 
 def install_binds(build: Path, wheels: Path, uv: Path) -> list[Bind]:
+    """The wheels and uv read-only; the build's `rw` folder (the uid's) writable."""
     return [
         Bind(wheels, WHEELS_MOUNT),
         Bind(uv, f"{UV_MOUNT}/uv"),
-        Bind(build / "site", SITE_MOUNT, writable=True),
-        Bind(build / "tmp", BUILD_TMP_MOUNT, writable=True),
+        Bind(build / "rw", BUILD_MOUNT, writable=True),
     ]
 
 

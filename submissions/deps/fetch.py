@@ -30,7 +30,7 @@ from submissions.deps.resolve import Pin, Resolved, WheelRef
 
 _FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*\.whl\Z")
 _CHUNK = 1 << 16
-PARALLEL = 8
+PARALLEL = 4  # more concurrent TLS connects stalled 5 s behind some proxies
 MAX_ENTRIES = 100_000  # files in one wheel; real ones hold a few thousand at most
 
 

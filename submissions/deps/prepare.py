@@ -28,6 +28,7 @@ from pathlib import Path
 
 import httpx
 from django.conf import settings
+from packaging.markers import default_environment
 from packaging.specifiers import SpecifierSet
 
 from submissions.deps.declared import DeclarationError, Declared, declared_dependencies
@@ -99,6 +100,15 @@ def sandbox_python(runtime: str) -> tuple[int, int, int]:
     return major, minor, micro
 
 
+def marker_environment(python: tuple[int, int, int]) -> dict[str, str]:
+    """PEP 508 marker values inside the sandbox: this host's platform, the sandbox's Python."""
+    env = dict(default_environment())
+    env["python_full_version"] = ".".join(map(str, python))
+    env["python_version"] = f"{python[0]}.{python[1]}"
+    env["implementation_version"] = env["python_full_version"]
+    return env
+
+
 def env_cache() -> EnvCache:
     return EnvCache(Path(settings.DEPS_DIR), settings.DEPS_ENV_CACHE_BYTES)
 
@@ -120,7 +130,8 @@ def resolve_cached(declared: Declared, python: tuple[int, int, int]) -> Resolved
     """Resolve once per declaration, index and interpreter: a re-run sees the same pins."""
     version = f"{python[0]}.{python[1]}"
     ident = json.dumps(
-        [sorted(declared.requirements), version, settings.PACKAGE_INDEX_URL], sort_keys=True
+        [sorted(declared.requirements), version, declared.locked, settings.PACKAGE_INDEX_URL],
+        sort_keys=True,
     )
     name = hashlib.sha256(ident.encode()).hexdigest()
     path = Path(settings.DEPS_CACHE_DIR) / "resolutions" / f"{name}.toml"
@@ -136,6 +147,7 @@ def resolve_cached(declared: Declared, python: tuple[int, int, int]) -> Resolved
         cache_dir=Path(settings.DEPS_CACHE_DIR) / "uv",
         python_version=".".join(map(str, python)),
         timeout=settings.DEPS_RESOLVE_TIMEOUT_SECONDS,
+        no_deps=declared.locked,  # a lock is already the whole set: look its pins up
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
@@ -166,9 +178,8 @@ def _install(
         done = cache.lookup(resolved.key)
         if done is not None:
             return done
-        for name in ("site", "tmp"):
-            (build / name).mkdir()
-            os.chown(build / name, slot.uid, slot.uid)
+        (build / "rw").mkdir()
+        os.chown(build / "rw", slot.uid, slot.uid)
         os.chmod(build, 0o711)  # noqa: S103 - the sandbox uid traverses it to its two folders
         wheels = install_plan(build, fetched)
         binds = install_binds(build, wheels, cache.uv_binary())
@@ -192,13 +203,13 @@ def _install(
 def _prepare(tree: Path, slot: Slot, note: Callable[[str], None], prepared: Prepared) -> None:
     """Fill `prepared` stage by stage; a stage that fails says so and the rest is not tried."""
     prepared.stage = "declare"
+    runtime = Path(settings.SANDBOX_RUNTIME)
+    python = sandbox_python(str(runtime))
     try:
-        prepared.declared = declared_dependencies(tree)
+        prepared.declared = declared_dependencies(tree, marker_environment(python))
     except DeclarationError as exc:
         prepared.state, prepared.cause = "failed", str(exc)
         return
-    runtime = Path(settings.SANDBOX_RUNTIME)
-    python = sandbox_python(str(runtime))
     _check_python(prepared, python)
     refused = _fatal_refusals(prepared.declared)
     if refused:

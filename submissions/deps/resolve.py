@@ -124,10 +124,12 @@ def resolve(
     python_version: str = f"{sys.version_info.major}.{sys.version_info.minor}",
     python_platform: str | None = None,
     timeout: float = 120.0,
+    no_deps: bool = False,
 ) -> Resolved:
     """Pin the declared requirements to wheels from `index_url`; ResolveFailed says why not.
 
-    A lock's pins are requirements `name==version` here, so the candidate's pins win.
+    A lock's pins are requirements `name==version` here, so the candidate's pins win; with
+    `no_deps` (a lock, which is already the whole set) they are only looked up, not resolved.
     """
     if not declared.requirements:
         return Resolved()
@@ -152,6 +154,7 @@ def resolve(
         str(cache_dir),
         "--no-config",
         "--quiet",
+        *(["--no-deps"] if no_deps else []),
     ]
     # No credentials or proxy settings of ours reach uv; the index URL is the one setting.
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "SSL_CERT_FILE", "LANG")}

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+from packaging.markers import default_environment
 
 from submissions.deps.declared import (
     MAX_FILE_BYTES,
@@ -13,6 +14,7 @@ from submissions.deps.declared import (
     DeclarationError,
     declared_dependencies,
 )
+from tests.paths import ROOT
 
 
 def tree(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -90,7 +92,8 @@ def test_a_uv_lock_wins_and_pins_every_package(tmp_path: Path) -> None:
             "requirements.txt": "tenacity\n",
             "uv.lock": (
                 'version = 1\nrequires-python = ">=3.11"\n\n'
-                '[[package]]\nname = "handin"\nversion = "0.1.0"\nsource = { editable = "." }\n\n'
+                '[[package]]\nname = "handin"\nversion = "0.1.0"\nsource = { editable = "." }\n'
+                'dependencies = [{ name = "tenacity" }, { name = "tool" }]\n\n'
                 '[[package]]\nname = "tenacity"\nversion = "9.1.2"\n'
                 'source = { registry = "https://pypi.org/simple" }\n\n'
                 '[[package]]\nname = "tool"\nversion = "1.0"\n'
@@ -103,6 +106,23 @@ def test_a_uv_lock_wins_and_pins_every_package(tmp_path: Path) -> None:
     assert declared.requirements == ["tenacity==9.1.2"]
     assert [r.message for r in declared.refused] == ["tool comes from git, not the index"]
     assert declared.ignored == ["requirements"]
+
+
+def test_a_universal_uv_lock_gives_only_what_this_sandbox_needs(tmp_path: Path) -> None:
+    """A real lock (`uv lock` of a project on portalocker, which needs pywin32 on Windows,
+    plus a dev group): pywin32 is for another platform and must not be asked for here."""
+    lock = (ROOT / "tests" / "fixtures" / "locks" / "portalocker.uv.lock").read_text(
+        encoding="utf-8"
+    )
+    root = tree(tmp_path, {"uv.lock": lock})
+    linux = declared_dependencies(root)
+    assert sorted(linux.requirements) == [
+        "iniconfig==2.0.0",
+        "portalocker==2.10.1",
+        "tenacity==9.1.2",
+    ]
+    windows = declared_dependencies(root, {**default_environment(), "sys_platform": "win32"})
+    assert "pywin32==312" in windows.requirements
 
 
 def test_poetry_pylock_pyproject_and_pipfile_lock(tmp_path: Path) -> None:

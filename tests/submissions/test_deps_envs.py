@@ -16,7 +16,6 @@ from submissions.deps.envs import EnvCache, Environment, install_command, instal
 from submissions.deps.fetch import Fetched
 from submissions.deps.prepare import Prepared, _prepare, sandbox_python
 from submissions.deps.resolve import Pin, WheelRef
-from submissions.sandbox.types import SITE_MOUNT
 
 
 def _build(cache: EnvCache, key: str, size: int) -> Environment:
@@ -89,7 +88,7 @@ def test_the_install_plan_lists_only_this_sets_wheels_with_their_hashes(tmp_path
     argv = install_command(Path("/opt/rt"))
     for flag in ("--offline", "--no-index", "--no-deps", "--require-hashes", "--no-config"):
         assert flag in argv
-    assert argv[argv.index("--target") + 1] == SITE_MOUNT
+    assert argv[argv.index("--target") + 1] == "/opt/cr-build/site"
     assert argv[argv.index("--python") + 1] == "/opt/rt/bin/python"
 
 
