@@ -78,9 +78,13 @@ SHOW = ["python3", "-c", "import alpha, beta; print(alpha.VERSION, beta.VERSION)
 
 UV_LOCK = (
     'version = 1\nrequires-python = ">=3.11"\n\n'
-    '[[package]]\nname = "handin"\nversion = "0.1.0"\nsource = { editable = "." }\n\n'
+    '[[package]]\nname = "handin"\nversion = "0.1.0"\nsource = { editable = "." }\n'
+    'dependencies = [{ name = "alpha" }, { name = "winonly", marker = "sys_platform == \'win32\'" }]\n'
+    '[package.dev-dependencies]\ndev = [{ name = "beta" }]\n\n'
     '[[package]]\nname = "alpha"\nversion = "1.0"\nsource = { registry = "https://pypi.org/simple" }\n\n'
-    '[[package]]\nname = "beta"\nversion = "2.0"\nsource = { registry = "https://pypi.org/simple" }\n'
+    '[[package]]\nname = "beta"\nversion = "2.0"\nsource = { registry = "https://pypi.org/simple" }\n\n'
+    # On no index at all: asked for, it would fail the install.
+    '[[package]]\nname = "winonly"\nversion = "1.0"\nsource = { registry = "https://pypi.org/simple" }\n'
 )
 
 
