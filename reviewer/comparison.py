@@ -15,7 +15,7 @@ from reviewer.models import RubricRow, RubricTemplate, Score
 from reviewer.report import weighted_total
 from submissions.models import Assignment, CheckResult, Submission
 
-CHECK_GROUPS = ("replay", "cassettes", "trace", "service", "ledger", "docs")
+CHECK_GROUPS = ("env", "replay", "cassettes", "trace", "service", "ledger", "docs")
 
 
 @dataclass

@@ -290,3 +290,65 @@ def test_the_candidates_pins_win_over_the_runtime(deps: Path) -> None:
     assert result.stdout.decode().startswith("1.10"), result.stderr
     bare, plain = _prepare_and_run({}, show)
     assert bare.env is None and plain.stdout.decode().startswith("2.")
+
+
+# ------------------------------------------------------------------ the service probe
+
+
+@pytest.mark.django_db
+def test_the_probed_service_imports_its_declared_dependency(index: LocalIndex) -> None:
+    from tests.submissions.test_service_probe import VALUES, _ingest, _service
+
+    index.add("alpha", "1.0")
+    files = _service("good")
+    files["app.py"] = "import alpha  # declared below, not in the runtime\n" + files["app.py"]
+    files["requirements.txt"] = "alpha==1.0\n"
+    job, checks = _ingest(files, assignment_values(VALUES))
+    assert checks[c.DEPENDENCIES_INSTALLED].status == "pass"
+    assert checks[c.SERVICE_STARTS].status == "pass", checks[c.SERVICE_STARTS].evidence
+    assert job.state == Job.State.PASSED
+
+
+@pytest.mark.django_db
+def test_a_service_whose_dependencies_cannot_be_installed_is_not_probed(index: LocalIndex) -> None:
+    from tests.submissions.test_service_probe import VALUES, _ingest, _service
+
+    files = _service("good")
+    files["requirements.txt"] = "not-on-this-index==1.0\n"
+    job, checks = _ingest(files, assignment_values(VALUES))
+    assert checks[c.DEPENDENCIES_INSTALLED].status == "fail"
+    for cid in c.PROBE_CHECKS:
+        assert checks[cid].status == "error", (cid, checks[cid].summary)
+        assert checks[cid].summary.startswith("dependencies could not be installed (resolve:")
+    assert job.state == Job.State.FAILED
+
+
+# ------------------------------------------------------------------ the trace re-drive
+
+
+@pytest.mark.django_db
+def test_the_re_driven_stub_runs_with_its_declared_dependency(
+    tmp_path: Path, index: LocalIndex
+) -> None:
+    from tests.submissions.test_trace_job import _values
+
+    index.add("alpha", "1.0")
+    repo = copy_repo("shop-trace-good", tmp_path)
+    stub = repo / "shop_stub.py"
+    source = stub.read_text()
+    # After the docstring and `from __future__`: the stub imports a package only the hand-in has.
+    head, future, rest = source.partition("from __future__ import annotations\n")
+    assert future, "the demo stub starts with a __future__ import"
+    stub.write_text(head + future + "import alpha  # noqa: F401\n" + rest)
+    (repo / "requirements.txt").write_text("alpha==1.0\n")
+    _, checks = ingest_inline(repo, _values(), candidate="Trace deps")
+    assert checks[c.DEPENDENCIES_INSTALLED].status == "pass"
+    assert checks[c.LIVE_MATCH].status == "pass", (
+        checks[c.LIVE_MATCH].summary,
+        checks[c.LIVE_MATCH].evidence[:3],
+    )
+    (repo / "requirements.txt").write_text("alpha==7.0\n")  # not on the index
+    _, checks = ingest_inline(repo, _values(), candidate="Trace deps 2")
+    assert checks[c.DEPENDENCIES_INSTALLED].status == "fail"
+    live = checks[c.LIVE_MATCH]
+    assert live.status == "error" and "dependencies could not be installed" in live.summary
