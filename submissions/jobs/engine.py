@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, connections, transaction
 from django.utils import timezone
 
+from submissions.jobs.locked import retry_locked
 from submissions.jobs.registry import HANDLERS
 from submissions.jobs.state import (
     heartbeat_stale,
@@ -97,7 +98,7 @@ def _drop_broken_connection() -> None:
 
 def job_execute(*, job_id: int) -> str | None:
     """Run one job through its handler; returns the final state, or None when skipped."""
-    job = _claim(job_id)
+    job = retry_locked(lambda: _claim(job_id))
     if job is None:
         return None
     func = HANDLERS.get(job.kind)
@@ -118,7 +119,7 @@ def job_execute(*, job_id: int) -> str | None:
         _drop_broken_connection()
         log.exception("job %s crashed", job.pk)
         outcome = Outcome(Job.State.ERROR, f"internal error: {type(exc).__name__}: {exc}")
-    job.refresh_from_db(fields=["log", "progress", "step"])
-    job_finish(job, outcome.state, outcome.summary)
-    submission_settle(submission_id=job.submission_id)
+    retry_locked(lambda: job.refresh_from_db(fields=["log", "progress", "step"]))
+    retry_locked(lambda: job_finish(job, outcome.state, outcome.summary))
+    retry_locked(lambda: submission_settle(submission_id=job.submission_id))
     return outcome.state

@@ -100,3 +100,32 @@ def test_killed_worker_child_is_rescued_by_the_reconciler_on_the_embedded_broker
     assert job.attempts == 3
     assert "worker lost 3 times" in job.error
     assert worker.poll() is None
+
+
+def test_two_workers_and_an_uploader_lose_no_job_on_the_embedded_default(
+    start_worker, assignment, small_zip, settings
+) -> None:
+    """Issue 18: with two worker processes writing beside the uploads (SQLite's one writer at
+    a time, on the embedded default), every job ends passed and no one meets a locked
+    database."""
+    from submissions.models import Candidate
+
+    workers = [start_worker("filesystem"), start_worker("filesystem")]
+    submissions = []
+    for i in range(20):
+        person = Candidate.objects.create(name=f"Concurrent {i}")
+        upload = submission_create(
+            upload=io.BytesIO(small_zip), filename="r.zip", candidate=person, assignment=assignment
+        )
+        submissions.append(upload.submission)
+    deadline = time.monotonic() + 240
+    pending = Job.objects.filter(submission__in=submissions).exclude(state__in=Job.FINAL_STATES)
+    while (pending.exists() or Job.objects.filter(submission__in=submissions).count() < 40) and (
+        time.monotonic() < deadline
+    ):
+        assert all(w.poll() is None for w in workers), "a worker died"
+        time.sleep(0.3)
+    logs = "\n".join(Path(w.log_path).read_text() for w in workers)  # type: ignore[attr-defined]
+    states = sorted(Job.objects.filter(submission__in=submissions).values_list("state", flat=True))
+    assert states == ["passed"] * 40, (states, logs[-3000:])
+    assert "database is locked" not in logs
