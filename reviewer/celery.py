@@ -33,9 +33,13 @@ def _reconcile_at_start(**_: object) -> None:
     from submissions.jobs.queue import jobs_reconcile, worker_seen_now
     from submissions.sandbox.slots import sandbox_problems
 
-    problems = sandbox_problems()
-    if problems:
+    # One real sandbox started: a container without user namespaces, a seccomp profile that
+    # refuses them or a masked /proc shows here, not first in a candidate's replay.
+    problems = sandbox_problems(probe=True)
+    for problem in problems:
         # Replay jobs will end `error` with this cause; say it once, loudly, at start.
-        logging.getLogger(__name__).error("sandbox unavailable: %s", "; ".join(problems))
+        logging.getLogger(__name__).error("sandbox unavailable: %s", problem)
+    if not problems:
+        logging.getLogger(__name__).info("sandbox ready: a probe run started and ended cleanly")
     worker_seen_now()
     jobs_reconcile()

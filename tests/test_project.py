@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.paths import ROOT
@@ -31,6 +33,39 @@ def test_compose_describes_the_four_services_with_health_checks() -> None:
     assert "gunicorn" in " ".join(services["web"]["command"])
     assert services["worker"]["command"][:4] == ["celery", "-A", "reviewer", "worker"]
     assert services["web"]["volumes"] == services["worker"]["volumes"]  # shared data volume
+
+
+def test_no_service_is_privileged_and_the_worker_gets_only_what_bubblewrap_needs() -> None:
+    """Candidate code runs in the worker: a privileged container would make any sandbox
+    escape root on the host."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    for name, service in compose["services"].items():
+        assert not service.get("privileged"), name
+        assert "SYS_ADMIN" not in service.get("cap_add", []), name
+        assert not service.get("devices"), name
+    worker = compose["services"]["worker"]
+    assert worker["cap_drop"] == ["ALL"]
+    assert set(worker["cap_add"]) <= {"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID",
+                                      "SETPCAP", "KILL"}  # fmt: skip
+    options = worker["security_opt"]
+    profile_ref = next(o for o in options if o.startswith("seccomp="))
+    assert "seccomp=unconfined" not in options and "systempaths=unconfined" in options
+    profile = json.loads((ROOT / profile_ref.split("=", 1)[1]).read_text())
+    blocked = {n for rule in profile["syscalls"] if rule["action"] == "SCMP_ACT_ERRNO"
+               for n in rule["names"]}  # fmt: skip
+    assert {"kexec_load", "init_module", "bpf", "ptrace", "keyctl", "io_uring_setup"} <= blocked
+    # bubblewrap's own calls stay allowed: it builds the sandbox from them.
+    assert not blocked & {"clone", "clone3", "unshare", "mount", "pivot_root", "setns", "umount2"}
+
+
+def test_the_image_builds_the_sandbox_with_the_hosts_script() -> None:
+    build = (ROOT / "Dockerfile").read_text()
+    steps = [line for line in build.splitlines() if line.startswith("RUN ")]
+    assert any("scripts/sandbox-setup.sh" in step for step in steps)
+    assert build.index("COPY . .") < build.index("scripts/sandbox-setup.sh")
+    assert (ROOT / "scripts" / "sandbox-setup.sh").stat().st_mode & 0o111
+    makefile = (ROOT / "Makefile").read_text()
+    assert "scripts/sandbox-setup.sh" in makefile  # the same script `make sandbox-runtime` runs
 
 
 def test_every_command_compose_names_exists_in_the_project() -> None:
@@ -200,3 +235,20 @@ def test_make_runs_pytest_with_the_test_settings() -> None:
     assert [line for line in recipes if "-m pytest" in line] == []  # all go through $(PYTEST)
     assert sum("$(PYTEST)" in line for line in recipes) == 3  # test, test-fast, test-sandbox
     assert "PYTEST := DJANGO_SETTINGS_MODULE=tests.settings " in makefile
+
+
+@pytest.mark.django_db
+def test_the_worker_says_at_start_which_sandbox_layer_is_missing(monkeypatch, caplog) -> None:
+    from reviewer import celery as worker
+
+    seen = {}
+
+    def problems(*, probe: bool = False) -> list[str]:
+        seen["probe"] = probe
+        return ["bwrap cannot start as uid 64000: No permissions to create a new namespace"]
+
+    monkeypatch.setattr("submissions.sandbox.slots.sandbox_problems", problems)
+    with caplog.at_level("ERROR"):
+        worker._reconcile_at_start()
+    assert seen["probe"] is True  # a real sandbox is started, not only files looked at
+    assert "sandbox unavailable: bwrap cannot start as uid 64000" in caplog.text

@@ -60,9 +60,11 @@ def _host() -> dict[str, object]:
     }
 
 
-def sandbox_problems() -> list[str]:
-    """What stops the sandbox here (empty when it can run)."""
-    return self_check(slots=range(settings.SANDBOX_SLOTS), probe=False, **_host())
+def sandbox_problems(*, probe: bool = False) -> list[str]:
+    """What stops the sandbox here (empty when it can run). The static checks (bwrap, the
+    tools, the users, the runtime) are cheap; `probe` also starts one real sandbox, which
+    is what finds a container that refuses user namespaces or a fresh /proc."""
+    return self_check(slots=range(settings.SANDBOX_SLOTS), probe=probe, **_host())
 
 
 def work_parent() -> Path:
