@@ -27,7 +27,7 @@ def parse(path: Path) -> ast.Module:
 def test_compose_describes_the_four_services_with_health_checks() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert set(services) == {"web", "worker", "redis", "postgres"}
+    assert set(services) == {"web", "worker", "redis", "postgres", "demo"}
     for name, service in services.items():
         assert "healthcheck" in service, name
     assert "gunicorn" in " ".join(services["web"]["command"])
@@ -56,6 +56,20 @@ def test_no_service_is_privileged_and_the_worker_gets_only_what_bubblewrap_needs
     assert {"kexec_load", "init_module", "bpf", "ptrace", "keyctl", "io_uring_setup"} <= blocked
     # bubblewrap's own calls stay allowed: it builds the sandbox from them.
     assert not blocked & {"clone", "clone3", "unshare", "mount", "pivot_root", "setns", "umount2"}
+
+
+def test_the_public_demo_is_one_container_in_512_mb_on_the_embedded_default() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    demo = compose["services"]["demo"]
+    assert demo["profiles"] == ["demo"]  # `docker compose up` alone starts the full stack
+    assert demo["mem_limit"] == "512m"
+    assert "DATABASE_URL" not in demo["environment"] and "REDIS_URL" not in demo["environment"]
+    assert "depends_on" not in demo
+    script = ROOT / demo["command"][0]
+    assert script.is_file() and script.stat().st_mode & 0o111
+    text = script.read_text()
+    assert "DEMO_MODE=1" in text and "seed_demo" in text and "unset DATABASE_URL REDIS_URL" in text
+    assert demo["security_opt"] == compose["services"]["worker"]["security_opt"]
 
 
 def test_the_image_builds_the_sandbox_with_the_hosts_script() -> None:

@@ -129,3 +129,55 @@ def test_two_workers_and_an_uploader_lose_no_job_on_the_embedded_default(
     states = sorted(Job.objects.filter(submission__in=submissions).values_list("state", flat=True))
     assert states == ["passed"] * 40, (states, logs[-3000:])
     assert "database is locked" not in logs
+
+
+def test_the_one_process_demo_serves_read_only_pages_to_visitors(tmp_path: Path) -> None:
+    """scripts/demo-server.sh, as the demo container runs it: SQLite, the filesystem broker,
+    DEMO_MODE; anonymous visitors read the seeded cohort, a write is refused."""
+    import os
+    import signal
+    import socket
+    import urllib.error
+    import urllib.request
+
+    from tests.paths import ROOT
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(
+        DATA_DIR=str(tmp_path / "demo"), PORT=str(port), DJANGO_SETTINGS_MODULE="reviewer.settings"
+    )
+    log = (tmp_path / "demo.log").open("w")
+    proc = subprocess.Popen(
+        [str(ROOT / "scripts" / "demo-server.sh")],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        page = ""
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                page = urllib.request.urlopen(f"{base}/", timeout=5).read().decode()
+                break
+            except OSError:
+                time.sleep(0.5)
+        assert "Public read-only demo" in page, (tmp_path / "demo.log").read_text()[-3000:]
+        assert "cassette" in page.lower()  # the seeded cohort, read as the demo viewer
+        request = urllib.request.Request(f"{base}/logout/", data=b"", method="POST")
+        try:
+            urllib.request.urlopen(request, timeout=5)
+            refused = None
+        except urllib.error.HTTPError as exc:
+            refused = exc.code
+        assert refused == 403
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
