@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import codecs
 import functools
 import gc
@@ -342,13 +344,45 @@ def _construct_iter(loader: _CassetteLoader, node: yaml.Node) -> list[Any]:
     return list(first) if isinstance(first, list | tuple | bytes | str) else []
 
 
+def _construct_istr(loader: _CassetteLoader, node: yaml.Node) -> str:
+    # aiohttp's header keys: multidict's case-insensitive str, stored as apply:istr [text].
+    # Never applied; the text it wraps is all there is to it.
+    if isinstance(node, yaml.SequenceNode):
+        items = loader.construct_sequence(node, deep=True)
+        return str(items[0]) if items and isinstance(items[0], str) else ""
+    if isinstance(node, yaml.ScalarNode):
+        return loader.construct_scalar(node)
+    mapping = loader.construct_mapping(node, deep=True)
+    args = mapping.get("args") or [""]
+    return str(args[0]) if isinstance(args, list | tuple) and args else ""
+
+
+def _construct_ruby_binary(loader: _CassetteLoader, node: yaml.Node) -> bytes:
+    # Ruby's Psych writes ASCII-8BIT strings as `!binary` (base64), as PyYAML's `!!binary`.
+    if not isinstance(node, yaml.ScalarNode):
+        raise yaml.constructor.ConstructorError(
+            None, None, "!binary must be a base64 scalar", node.start_mark
+        )
+    try:
+        return base64.b64decode("".join(loader.construct_scalar(node).split()), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"!binary is not base64: {exc}", node.start_mark
+        ) from None
+
+
 _ALLOWED_PYTHON_TAGS = {
     _PY_PREFIX + "str": _construct_python_str,
     _PY_PREFIX + "unicode": _construct_python_str,
     _PY_PREFIX + "tuple": _construct_python_tuple,
     _PY_PREFIX + "object/new:_io.BytesIO": _construct_bytesio,
     _PY_PREFIX + "object/apply:builtins.iter": _construct_iter,
+    _PY_PREFIX + "object/apply:multidict._multidict.istr": _construct_istr,
+    _PY_PREFIX + "object/apply:multidict._multidict_py.istr": _construct_istr,
+    _PY_PREFIX + "object/new:multidict._multidict.istr": _construct_istr,
 }
+# Ruby VCR (Psych): its one tag for bytes. Other `!ruby/...` tags stay refused.
+_CassetteLoader.add_constructor("!binary", _construct_ruby_binary)
 for _tag, _constructor in _ALLOWED_PYTHON_TAGS.items():
     _CassetteLoader.add_constructor(_tag, _constructor)
 

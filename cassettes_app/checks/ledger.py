@@ -152,6 +152,15 @@ def ledger_consistent(
     if not entries:
         return skip(CHECK_ID, "no ledger entries to inspect")
     classified = [(entry, classify_event(entry.event)) for entry in entries]
+    if all(kind == OTHER for _, kind in classified):
+        # Nothing a ledger is judged on: passing would say something was checked.
+        events = sorted({e.event for e, _ in classified if e.event})[:5]
+        named = f" ({', '.join(events)})" if events else ""
+        return skip(
+            CHECK_ID,
+            f"none of the {len(classified)} entries in {path} is a model call, cache hit or "
+            f"fallback{named}: nothing to judge",
+        )
     findings = _retry_findings(classified, path)
     findings.warns += _recording_disagreements(
         classified,

@@ -152,6 +152,14 @@ def _parse_file(
     if module is None:
         if base.looks_binary(data[:HEAD_BYTES]):
             return _finding(path, "unknown_format", "warn", "binary file, not a recording format")
+        family = base.looks_like(base.jsonl_sample(data[:HEAD_BYTES]))
+        if family:
+            return _finding(
+                path,
+                "unknown_format",
+                "warn",
+                f"unknown format: looks like {family}, which this tool does not read yet",
+            )
         return _finding(path, "unknown_format", "warn", "not a recording format this tool reads")
     result = module.parse(path, data, limits)
     if inner_path != path:

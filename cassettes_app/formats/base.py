@@ -466,6 +466,56 @@ def jsonl_head(path: str, head: bytes) -> dict[str, Any] | None:
     return None
 
 
+JSONL_SAMPLE = 20  # lines the JSON Lines sniffers look at, not the first alone
+
+
+def jsonl_sample(head: bytes, count: int = JSONL_SAMPLE) -> list[dict[str, Any]]:
+    """Up to `count` JSON objects from the head's complete lines (a cut last line skipped;
+    lines too long for the head give their visible keys)."""
+    text = head_text(head)
+    lines = text.split("\n")
+    if not text.endswith("\n") and len(lines) > 1:
+        lines = lines[:-1]  # cut off by the head
+    out: list[dict[str, Any]] = []
+    for raw in lines:
+        line = raw.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):
+            _, keys = json_top_keys(line)
+            obj = {key: None for key in keys} if keys else None
+        if isinstance(obj, dict):
+            out.append(obj)
+        if len(out) >= count:
+            break
+    return out
+
+
+# Agent logs this tool does not read yet, told apart so that no other reader claims them
+# (a ledger reader would count their events as "other" and pass). `looks_like` names them.
+_CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context"})
+_CLAUDE_CODE_TYPES = frozenset({"summary", "user", "assistant", "system"})
+
+
+def looks_like(objs: list[dict[str, Any]]) -> str | None:
+    """Name a known JSON Lines agent-log family from sampled lines, or None."""
+    keys = set().union(*(set(o) for o in objs)) if objs else set()
+    types = {o.get("type") for o in objs if isinstance(o.get("type"), str)}
+    if {"parentUuid", "sessionId"} <= keys or (
+        types and types <= _CLAUDE_CODE_TYPES and "leafUuid" in keys
+    ):
+        return "a Claude Code session transcript"
+    if types & _CODEX_TYPES and "payload" in keys:
+        return "a Codex CLI rollout"
+    if ({"trace_id", "span_id"} <= keys or {"traceId", "spanId"} <= keys) and (
+        "attributes" in keys or "name" in keys
+    ):
+        return "an OpenTelemetry span export"
+    return None
+
+
 def is_trace_line(obj: Mapping[str, Any]) -> bool:
     """A JSONL object that reads like one HTTP hop of a trace."""
     if "url" not in obj:

@@ -13,6 +13,8 @@ from cassettes_app.formats.base import (
     is_trace_line,
     jsonl_head,
     jsonl_objects,
+    jsonl_sample,
+    looks_like,
     run_parser,
 )
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
@@ -23,13 +25,23 @@ EVENT_FIELDS = ("event", "type", "kind")
 
 
 def sniff(path: str, head: bytes) -> bool:
-    """JSON Lines named like a ledger, or whose first object has an event field only."""
-    obj = jsonl_head(path, head)
-    if obj is None:
+    """JSON Lines named like a ledger, or whose sampled lines are all ledger-shaped events.
+
+    Every sampled line needs an event field and none may read like a chat message, a trace
+    hop or a known agent log (Claude Code, Codex, OpenTelemetry spans): those have `type`
+    too, and a ledger reader would count their lines as "other events" and pass them.
+    """
+    if jsonl_head(path, head) is None:
+        return False
+    sample = jsonl_sample(head)
+    if not sample or looks_like(sample) is not None:
         return False
     if "ledger" in os.path.basename(path).lower():
         return True
-    return bool(set(EVENT_FIELDS) & set(obj)) and not is_agent_line(obj) and not is_trace_line(obj)
+    return all(
+        set(EVENT_FIELDS) & set(obj) and not is_agent_line(obj) and not is_trace_line(obj)
+        for obj in sample
+    )
 
 
 def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParseResult:
