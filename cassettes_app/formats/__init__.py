@@ -26,6 +26,7 @@ from cassettes_app.formats import (
     fixture_json,
     har,
     ledger,
+    nock,
     trace,
     vcr,
 )
@@ -65,6 +66,7 @@ FORMATS: list[ModuleType] = [
     cassette_json,
     har,
     vcr,
+    nock,
     fixture_json,
     ledger,
     trace,

@@ -18,6 +18,8 @@ from cassettes_app.formats.base import (
     is_agent_line,
     jsonl_head,
     jsonl_objects,
+    jsonl_sample,
+    looks_like,
     run_parser,
     set_models,
 )
@@ -28,9 +30,10 @@ NAME = "agent_log"
 
 
 def sniff(path: str, head: bytes) -> bool:
-    """JSON Lines whose first object is a chat message or a request/response pair."""
+    """JSON Lines whose first object is a chat message or a request/response pair, and not
+    an agent log of a family this reader does not understand (it would read nothing)."""
     obj = jsonl_head(path, head)
-    return obj is not None and is_agent_line(obj)
+    return obj is not None and is_agent_line(obj) and looks_like(jsonl_sample(head)) is None
 
 
 def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParseResult:

@@ -185,6 +185,18 @@ def _interaction(
     status = as_status(response.get("status"))
     if status is None:
         status = as_status(response.get("status_code", response.get("code")))
+    if status is None:
+        # A cut-off cassette stays valid YAML: what is missing is the response's end.
+        where = "no response" if not response else "a response without a status"
+        result.findings.append(
+            ParsedFinding(
+                "missing_field",
+                "warn",
+                path,
+                None,
+                f"interaction {index} has {where} (the cassette may be cut off here)",
+            )
+        )
     extra: dict[str, Any] = {}
     if isinstance(response.get("status"), dict) and response["status"].get("message") is not None:
         extra["status_message"] = scalar_text(response["status"]["message"])

@@ -83,7 +83,7 @@ def test_every_sample_file_is_covered() -> None:
 
 def test_registry_lists_each_format_once_with_the_shared_interface() -> None:
     names = [module.NAME for module in FORMATS]
-    assert len(names) == len(set(names)) == 7
+    assert len(names) == len(set(names)) == 8
     for module in FORMATS:
         assert callable(module.sniff) and callable(module.parse)
 

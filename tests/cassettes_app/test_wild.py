@@ -1,0 +1,103 @@
+"""Real recordings committed to public projects (tests/fixtures/wild/SOURCES.md), read right.
+
+Each file is byte for byte what its project committed; the expectations are what a reader
+of the file sees in it (interactions, statuses, the model), or, for a family this tool does
+not read yet, an `unknown_format` that names the family instead of a silent misreading.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import pytest
+
+from cassettes_app.checks.ledger import ledger_consistent
+from cassettes_app.formats import parse_file
+from tests.paths import ROOT
+
+WILD = ROOT / "tests" / "fixtures" / "wild"
+
+READ = [
+    # (file, format, [(method, status, url prefix)], model)
+    ("ruby-vcr/ruby-openai-deepseek-streamed-chat.yml", "vcr",
+     [("POST", 200, "https://api.deepseek.com/v1/chat/completions")], "deepseek-chat"),
+    ("ruby-vcr/ruby_llm-mistral-system-prompt.yml", "vcr",
+     [("POST", 200, "https://api.mistral.ai/v1/chat/completions")], "mistral-small-latest"),
+    ("vcrpy-aiohttp/dd-apm-test-agent-openai-chat-completion.yaml", "vcr",
+     [("POST", 200, "https://api.openai.com/v1/chat/completions")], "gpt-3.5-turbo-0125"),
+    ("vcrpy-aiohttp/dd-trace-py-anthropic-messages-401.yaml", "vcr",
+     [("POST", 401, "https://api.anthropic.com/v1/messages")], "claude-3-7-sonnet-20250219"),
+    ("nock/mtx-tool-cf-apps-list.json", "nock",
+     [("GET", 200, "https://api.cf.sap.hana.ondemand.com:443/v3/apps?space_guids=")], None),
+    ("nock/mux-node-sdk-assets-get-playback-id.json", "nock",
+     [("POST", 201, "https://api.mux.com:443/video/v1/assets"),
+      ("POST", 201, "https://api.mux.com:443/video/v1/assets/"),
+      ("GET", 200, "https://api.mux.com:443/video/v1/assets/"),
+      ("DELETE", 204, "https://api.mux.com:443/video/v1/assets/")], None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("rel", "fmt", "exchanges", "model"), READ, ids=[r[0] for r in READ])
+def test_a_real_recording_is_read_exchange_by_exchange(rel, fmt, exchanges, model) -> None:
+    result = parse_file(rel, (WILD / rel).read_bytes())
+    assert result.format == fmt
+    assert [f for f in result.findings if f.severity == "error"] == []
+    (recording,) = result.recordings
+    got = [(i.method, i.status, i.url or "") for i in recording.interactions]
+    assert len(got) == len(exchanges)
+    for (method, status, url), (want_method, want_status, prefix) in zip(
+        got, exchanges, strict=True
+    ):
+        assert (method, status) == (want_method, want_status) and url.startswith(prefix)
+    assert recording.model == model
+    # JSON responses are parsed, not left as opaque text (the Psych !binary ones too).
+    assert any(i.response_body.json is not None for i in recording.interactions)
+
+
+def test_the_ruby_binary_stream_is_the_recorded_sse_text() -> None:
+    rel = "ruby-vcr/ruby-openai-deepseek-streamed-chat.yml"
+    (interaction,) = parse_file(rel, (WILD / rel).read_bytes()).recordings[0].interactions
+    assert interaction.response_body.text.startswith("data: {")
+
+
+NAMED = [
+    ("claude-code/claude-code-viewer-init-session.jsonl", "a Claude Code session transcript"),
+    ("claude-code/hunch-claude-session.jsonl", "a Claude Code session transcript"),
+    ("codex-rollout/scout-codex-session.jsonl", "a Codex CLI rollout"),
+    ("codex-rollout/codex-session-view-rollout-2025-11-17.jsonl", "a Codex CLI rollout"),
+]
+
+
+@pytest.mark.parametrize(("rel", "family"), NAMED, ids=[n[0] for n in NAMED])
+def test_an_agent_log_not_read_yet_is_named_never_taken_for_a_ledger(rel, family) -> None:
+    data = (WILD / rel).read_bytes()
+    result = parse_file(rel, data)
+    assert result.format == "unknown" and result.ledger == [] and result.recordings == []
+    (finding,) = result.findings
+    assert finding.kind == "unknown_format" and f"looks like {family}" in finding.message
+    # Even when a `ledgers:` glob hands it to the ledger reader, the check does not pass.
+    forced = parse_file(rel, data, format_hint="ledger")
+    assert ledger_consistent(forced.ledger, rel).status != "pass"
+
+
+def test_every_wild_file_is_listed_with_its_provenance() -> None:
+    sources = (WILD / "SOURCES.md").read_text(encoding="utf-8")
+    listed = set(
+        re.findall(r"^\| ([\w./-]+) \| [\w.-]+/[\w.-]+ \| \S+ \| [0-9a-f]{40} \|", sources, re.M)
+    )
+    files = {
+        str(p.relative_to(WILD)) for p in WILD.rglob("*") if p.is_file() and p.name != "SOURCES.md"
+    }
+    assert files == listed
+
+
+@pytest.mark.parametrize("rel", [r[0] for r in READ if r[0].endswith((".yml", ".yaml", ".json"))])
+def test_a_cut_off_real_file_is_a_finding_that_says_where_it_broke(rel: str) -> None:
+    data = (WILD / rel).read_bytes()
+    cut = data[: len(data) * 2 // 3]
+    result = parse_file(rel, cut)
+    problems = [f for f in result.findings if f.severity in ("error", "warn")]
+    assert problems, hashlib.sha256(cut).hexdigest()
+    # Where: a line of the file, or the interaction (and side) the break fell in.
+    assert any(f.line or re.search(r"(interaction|entry) \d+", f.message) for f in problems)
