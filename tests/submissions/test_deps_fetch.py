@@ -167,3 +167,28 @@ def test_an_index_that_is_gone_is_a_fetch_failure_naming_the_wheel(tmp_path: Pat
     )
     with pytest.raises(FetchFailed, match=r"x-1-py3-none-any\.whl: ConnectError"):
         fetch(_resolved(pin), tmp_path, python_version=PY, limits=FetchLimits(timeout=5))
+
+
+def test_a_dropped_connection_is_tried_once_more(tmp_path: Path) -> None:
+    from tests.stubs.index import _IndexHandler
+
+    class Flaky(_IndexHandler):
+        dropped = False
+
+        def do_GET(self) -> None:
+            if self.path.startswith("/files/") and not Flaky.dropped:
+                Flaky.dropped = True
+                self.close_connection = True
+                self.connection.shutdown(2)  # no status line at all: a transport error
+                return
+            super().do_GET()
+
+    index = LocalIndex()
+    fn, data = index.add("tenacity", "9.2.1")
+    from tests.stubs.servers import StubServer
+
+    with StubServer(Flaky, index=index) as server:
+        index.server = server
+        pin = Pin("tenacity", "9.2.1", (_ref(index, fn, data),))
+        (item,) = fetch(_resolved(pin), tmp_path, python_version=PY)
+    assert Flaky.dropped and item.path.read_bytes() == data
