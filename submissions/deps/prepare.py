@@ -15,6 +15,7 @@ still comes from the runtime.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -42,7 +43,8 @@ from submissions.deps.envs import (
     install_plan,
 )
 from submissions.deps.fetch import Fetched, FetchFailed, FetchLimits, fetch
-from submissions.deps.resolve import Resolved, ResolveFailed, parse_pylock, resolve
+from submissions.deps.lookup import NotJson, locked_pins, lookup
+from submissions.deps.resolve import Pin, Resolved, ResolveFailed, WheelRef, resolve
 from submissions.sandbox.slots import Slot
 from submissions.sandbox.types import SYSTEM_RUNTIME
 
@@ -126,6 +128,48 @@ def _network_cause(text: str) -> bool:
     return any(word in lowered for word in _NETWORK_WORDS)
 
 
+def _pins_json(resolved: Resolved) -> str:
+    return json.dumps(
+        [
+            {
+                "name": p.name,
+                "version": p.version,
+                "wheels": [dataclasses.asdict(w) for w in p.wheels],
+            }
+            for p in resolved.pins
+        ]
+    )
+
+
+def _pins_from_json(text: str) -> list[Pin]:
+    return [
+        Pin(item["name"], item["version"], tuple(WheelRef(**w) for w in item["wheels"]))
+        for item in json.loads(text)
+    ]
+
+
+def _resolve(declared: Declared, python: tuple[int, int, int]) -> Resolved:
+    """A lock's pins looked up on the index's JSON pages; anything else resolved by uv."""
+    pins = locked_pins(declared.requirements) if declared.locked else None
+    if pins:
+        try:
+            return lookup(
+                pins,
+                index_url=settings.PACKAGE_INDEX_URL,
+                timeout=settings.DEPS_RESOLVE_TIMEOUT_SECONDS,
+            )
+        except NotJson:
+            pass  # an index without PEP 691: uv reads its HTML pages
+    return resolve(
+        declared,
+        index_url=settings.PACKAGE_INDEX_URL,
+        cache_dir=Path(settings.DEPS_CACHE_DIR) / "uv",
+        python_version=".".join(map(str, python)),
+        timeout=settings.DEPS_RESOLVE_TIMEOUT_SECONDS,
+        no_deps=declared.locked,  # a lock is already the whole set: look its pins up
+    )
+
+
 def resolve_cached(declared: Declared, python: tuple[int, int, int]) -> Resolved:
     """Resolve once per declaration, index and interpreter: a re-run sees the same pins."""
     version = f"{python[0]}.{python[1]}"
@@ -134,25 +178,18 @@ def resolve_cached(declared: Declared, python: tuple[int, int, int]) -> Resolved
         sort_keys=True,
     )
     name = hashlib.sha256(ident.encode()).hexdigest()
-    path = Path(settings.DEPS_CACHE_DIR) / "resolutions" / f"{name}.toml"
+    path = Path(settings.DEPS_CACHE_DIR) / "resolutions" / f"{name}.json"
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        text = None
-    if text is not None:
-        return Resolved(parse_pylock(text), text, 0.0, cached=True)
-    resolved = resolve(
-        declared,
-        index_url=settings.PACKAGE_INDEX_URL,
-        cache_dir=Path(settings.DEPS_CACHE_DIR) / "uv",
-        python_version=".".join(map(str, python)),
-        timeout=settings.DEPS_RESOLVE_TIMEOUT_SECONDS,
-        no_deps=declared.locked,  # a lock is already the whole set: look its pins up
-    )
+        pins = _pins_from_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError):
+        pins = None
+    if pins is not None:
+        return Resolved(pins, "", 0.0, cached=True)
+    resolved = _resolve(declared, python)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
     with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(resolved.text)
+        out.write(_pins_json(resolved))
     os.replace(tmp, path)
     return resolved
 

@@ -131,6 +131,19 @@ def test_each_declaration_style_installs_its_pins_offline(
     assert outcome.status == "pass" and "alpha==1.0, beta==2.0" in json.dumps(outcome.evidence)
 
 
+def test_a_lock_on_an_index_with_json_pages_is_looked_up_not_resolved(index: LocalIndex) -> None:
+    index.json_api = True
+    for version in ("1.0", "2.0"):
+        index.add("alpha", version)
+        index.add("beta", version)
+    prepared, result = _prepare_and_run({"uv.lock": UV_LOCK}, SHOW)
+    assert prepared.state == "installed", prepared.cause
+    assert result.stdout.decode().split() == ["1.0", "2.0"]
+    pages = [h for h in index.server.hits if h["path"].startswith("/simple/")]
+    assert pages and all("vnd.pypi.simple.v1+json" in h["headers"].get("Accept", "") for h in pages)
+    assert {h["path"] for h in pages} == {"/simple/alpha/", "/simple/beta/"}  # not winonly
+
+
 def test_the_second_hand_in_with_the_same_set_uses_the_cached_environment(
     index: LocalIndex,
 ) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import zipfile
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +67,8 @@ class LocalIndex:
 
     wheels: dict[str, list[tuple[str, bytes]]] = field(default_factory=dict)
     server: StubServer | None = None
+    json_api: bool = False  # answer PEP 691 JSON to a client that asks for it
+    yanked: set[str] = field(default_factory=set)  # file names marked yanked (JSON only)
 
     def add(self, name: str, version: str, **kwargs: Any) -> tuple[str, bytes]:
         built = build_wheel(name, version, **kwargs)
@@ -115,6 +118,26 @@ class _IndexHandler(Handler):
             files = self.index.wheels.get(parts[1])
             if files is None:
                 return self._send(404, b"not found", "text/plain")
+            if self.index.json_api and "vnd.pypi.simple.v1+json" in (
+                self.headers.get("Accept") or ""
+            ):
+                page = {
+                    "meta": {"api-version": "1.1"},
+                    "name": parts[1],
+                    "files": [
+                        {
+                            "filename": fn,
+                            "url": f"../../files/{fn}",
+                            "hashes": {"sha256": hashlib.sha256(data).hexdigest()},
+                            "size": len(data),
+                            "yanked": fn in self.index.yanked,
+                        }
+                        for fn, data in files
+                    ],
+                }
+                return self._send(
+                    200, json.dumps(page).encode(), "application/vnd.pypi.simple.v1+json"
+                )
             links = "".join(
                 f'<a href="/files/{fn}#sha256={hashlib.sha256(data).hexdigest()}">{fn}</a><br>\n'
                 for fn, data in files

@@ -1,0 +1,57 @@
+"""A lock's pins looked up on the index's JSON pages (PEP 691) instead of resolved again."""
+
+from __future__ import annotations
+
+import pytest
+
+from submissions.deps.lookup import NotJson, locked_pins, lookup
+from submissions.deps.resolve import ResolveFailed
+from tests.stubs.index import LocalIndex
+
+
+def test_only_a_set_of_exact_pins_is_looked_up() -> None:
+    assert locked_pins(["tenacity==9.2.1", "rich==15.0.0"]) == [
+        ("tenacity", "9.2.1"),
+        ("rich", "15.0.0"),
+    ]
+    for loose in (
+        ["tenacity>=9"],
+        ["rich==15.*"],
+        ["x==1; sys_platform == 'win32'"],
+        ["x[socks]==1"],
+    ):
+        assert locked_pins(loose) is None
+
+
+def test_each_pin_gets_the_index_wheels_of_its_version_only() -> None:
+    with LocalIndex(json_api=True) as index:
+        old, _ = index.add("alpha", "1.0")
+        new, _ = index.add("alpha", "2.0")
+        other, _ = index.add("alpha", "2.0", tag="cp311-cp311-manylinux_2_17_x86_64")
+        index.yanked.add(other)
+        resolved = lookup([("alpha", "2.0")], index_url=index.url, timeout=10)
+    (pin,) = resolved.pins
+    assert [w.filename for w in pin.wheels] == [new]  # not 1.0's, not the yanked one
+    assert pin.wheels[0].url.startswith(index.server.url + "/files/")  # made absolute
+    assert pin.wheels[0].size and len(pin.wheels[0].sha256) == 64 and old not in resolved.text
+
+
+def test_a_package_or_version_the_index_lacks_says_so() -> None:
+    with LocalIndex(json_api=True) as index:
+        index.add("alpha", "1.0")
+        with pytest.raises(ResolveFailed, match="not found in the package registry"):
+            lookup([("nope", "1.0")], index_url=index.url, timeout=10)
+        with pytest.raises(ResolveFailed, match=r"alpha==3\.0 has no wheels"):
+            lookup([("alpha", "3.0")], index_url=index.url, timeout=10)
+
+
+def test_an_index_without_json_pages_is_left_to_the_resolver() -> None:
+    with LocalIndex() as index:
+        index.add("alpha", "1.0")
+        with pytest.raises(NotJson):
+            lookup([("alpha", "1.0")], index_url=index.url, timeout=10)
+
+
+def test_an_unreachable_index_is_a_resolve_failure_naming_the_cause() -> None:
+    with pytest.raises(ResolveFailed, match="could not be reached: ConnectError"):
+        lookup([("alpha", "1.0")], index_url="http://127.0.0.1:9/simple", timeout=5)
