@@ -28,6 +28,7 @@ from submissions.deps.resolve import Pin, Resolved, ResolveFailed, WheelRef
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 PARALLEL = 4
+TRIES = 3
 MAX_PAGE_BYTES = 32 * 2**20  # a project page with thousands of releases is a few MB
 
 
@@ -49,9 +50,20 @@ def locked_pins(requirements: list[str]) -> list[tuple[str, str]] | None:
     return pins
 
 
+def _get(client: httpx.Client, url: str) -> httpx.Response:
+    """One GET, tried once more on a transport error (a reset stream, a closed connection)."""
+    for attempt in range(1, TRIES + 1):
+        try:
+            return client.get(url, headers={"Accept": f"{JSON_TYPE}, text/html;q=0.01"})
+        except httpx.TransportError:
+            if attempt == TRIES:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _page(client: httpx.Client, index_url: str, name: str) -> dict[str, Any]:
     url = f"{index_url.rstrip('/')}/{canonicalize_name(name)}/"
-    response = client.get(url, headers={"Accept": f"{JSON_TYPE}, text/html;q=0.01"})
+    response = _get(client, url)
     if response.status_code == 404:
         raise ResolveFailed(f"{name} was not found in the package registry ({index_url})")
     if response.status_code != 200:

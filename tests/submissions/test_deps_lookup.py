@@ -55,3 +55,26 @@ def test_an_index_without_json_pages_is_left_to_the_resolver() -> None:
 def test_an_unreachable_index_is_a_resolve_failure_naming_the_cause() -> None:
     with pytest.raises(ResolveFailed, match="could not be reached: ConnectError"):
         lookup([("alpha", "1.0")], index_url="http://127.0.0.1:9/simple", timeout=5)
+
+
+def test_a_dropped_connection_is_tried_again() -> None:
+    from tests.stubs.index import _IndexHandler
+    from tests.stubs.servers import StubServer
+
+    class Flaky(_IndexHandler):
+        drops = 1
+
+        def do_GET(self) -> None:
+            if Flaky.drops:
+                Flaky.drops -= 1
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return
+            super().do_GET()
+
+    index = LocalIndex(json_api=True)
+    index.add("alpha", "1.0")
+    with StubServer(Flaky, index=index) as server:
+        index.server = server
+        (pin,) = lookup([("alpha", "1.0")], index_url=index.url, timeout=10).pins
+    assert Flaky.drops == 0 and pin.wheels
