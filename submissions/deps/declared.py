@@ -220,26 +220,30 @@ def _uv_lock_needed(packages: list[dict[str, Any]], env: dict[str, str]) -> list
     if not roots:
         return [p for ps in by_name.values() for p in ps]
     needed: dict[int, dict[str, Any]] = {}
+    expanded: set[tuple[int, str | None]] = set()  # (entry, extra) pairs already followed
     todo: list[tuple[dict[str, Any], tuple[str, ...]]] = [(root, TEST_GROUPS) for root in roots]
     while todo:
         package, extras = todo.pop()
-        if id(package) in needed and not extras:
-            continue
+        fresh = [e for e in (None, *extras) if (id(package), e) not in expanded]
+        if not fresh:
+            continue  # a cycle of extras, or an entry reached twice: followed once
+        expanded.update((id(package), e) for e in fresh)
         needed[id(package)] = package
-        for edge in _edges(package, extras, is_root=_is_the_hand_in(package)):
-            marker = edge.get("marker")
-            try:
-                if marker and not Marker(marker).evaluate({**env, "extra": ""}):
-                    continue
-            except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
-                pass  # a marker we cannot judge: keep the package rather than drop it
+        base = None in fresh
+        for edge in _edges(
+            package, tuple(e for e in fresh if e), base=base, is_root=_is_the_hand_in(package)
+        ):
+            if not _marker_holds(edge.get("marker"), env):
+                continue
             candidates = by_name.get(str(edge.get("name", "")).lower(), [])
-            if edge.get("version"):
+            if isinstance(edge.get("version"), str):
                 candidates = [c for c in candidates if c.get("version") == edge["version"]]
+            wanted = edge.get("extra")
+            more = (
+                tuple(x for x in wanted if isinstance(x, str)) if isinstance(wanted, list) else ()
+            )
             for target in candidates[:1]:
-                more = tuple(x for x in edge.get("extra") or () if isinstance(x, str))
-                if id(target) not in needed or more:
-                    todo.append((target, more))
+                todo.append((target, more))
     return list(needed.values())
 
 
@@ -250,15 +254,31 @@ def _is_the_hand_in(package: dict[str, Any]) -> bool:
     )
 
 
-def _edges(package: dict[str, Any], extras: tuple[str, ...], *, is_root: bool) -> list[dict]:
-    """A lock entry's dependency edges, with those of the named extras (and, for the hand-in
-    itself, of its test and dev groups)."""
-    edges = list(package.get("dependencies") or [])
+def _marker_holds(marker: Any, env: dict[str, str]) -> bool:
+    """Whether an edge's marker holds in the sandbox; one we cannot judge keeps the edge."""
+    if marker is None or marker == "":
+        return True
+    if not isinstance(marker, str):
+        return True
+    try:
+        return Marker(marker).evaluate({**env, "extra": ""})
+    except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
+        return True
+
+
+def _edges(
+    package: dict[str, Any], extras: tuple[str, ...], *, base: bool, is_root: bool
+) -> list[dict]:
+    """A lock entry's dependency edges (when `base`), with those of the named extras (and,
+    for the hand-in itself, of its test and dev groups)."""
+    deps = package.get("dependencies") if base else None
+    edges = list(deps) if isinstance(deps, list) else []
     for table in ("optional-dependencies", *(("dev-dependencies",) if is_root else ())):
         groups = package.get(table) or {}
         if isinstance(groups, dict):
             for extra in extras:
-                edges += groups.get(extra) or []
+                group = groups.get(extra)
+                edges += group if isinstance(group, list) else []
     return [e for e in edges if isinstance(e, dict)]
 
 

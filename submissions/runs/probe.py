@@ -83,7 +83,7 @@ def probe_in_sandbox(tree: Path, config: ProbeConfig, *, slot: Slot) -> ProbeRep
     with slot.workspace(tree) as workspace:
         # Written before any candidate code runs; the driver deletes it once read.
         (workspace / SPEC_NAME).write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
-        result = slot.run(["python3", "-c", DRIVER, SPEC_NAME], workspace=workspace)
+        result = slot.run([*slot.trusted_python, "-c", DRIVER, SPEC_NAME], workspace=workspace)
     report = parse_driver_output(result.stdout, nonce, config, requests)
     if report is None:
         tail = (result.stderr or result.stdout)[-1500:].decode("utf-8", "replace")

@@ -84,7 +84,9 @@ def redrive_in_sandbox(
     with slot.workspace(tree) as workspace:
         # Written before any candidate code runs; the driver deletes it once read.
         (workspace / SPEC_NAME).write_text(json.dumps(spec))
-        result = slot.run(["python3", "-c", DRIVER, SPEC_NAME, nonce], workspace=workspace)
+        result = slot.run(
+            [*slot.trusted_python, "-c", DRIVER, SPEC_NAME, nonce], workspace=workspace
+        )
     report = None
     for line in result.stdout.decode("utf-8", "replace").splitlines():
         if line.startswith(nonce):

@@ -78,10 +78,12 @@ def _sandbox_env(
 ) -> dict[str, str]:
     """Return the whole environment inside the sandbox: the allowlist plus the caller's extras."""
     path = "/usr/bin:/bin" if runtime == SYSTEM_RUNTIME else f"{runtime}/bin:/usr/bin:/bin"
-    python_path = HOOKS_MOUNT
     if site is not None:
-        # The hooks stay first: a hand-in's sitecustomize must not replace the audit hook.
-        path, python_path = f"{SITE_MOUNT}/bin:{path}", f"{HOOKS_MOUNT}:{SITE_MOUNT}"
+        # The site's scripts come after the runtime's (a package's own `python3` must not
+        # replace the interpreter); its packages are put on sys.path by the hooks'
+        # sitecustomize, after the standard library and before the runtime's packages.
+        first, _, rest = path.partition(":")
+        path = f"{first}:{SITE_MOUNT}/bin:{rest}"
     out = {
         "PATH": path,
         "HOME": SANDBOX_HOME,
@@ -91,7 +93,7 @@ def _sandbox_env(
         "PYTHONHASHSEED": "0",
         "PYTHONDONTWRITEBYTECODE": "1",
         "TMPDIR": SANDBOX_TMP,
-        "PYTHONPATH": python_path,
+        "PYTHONPATH": HOOKS_MOUNT,
         "CR_AUDIT_LOG": f"{AUDIT_MOUNT}/{AUDIT_FILE}",
         "CR_AUDIT_ROOT": WORK_MOUNT,
         "CR_AUDIT_WATCH": ":".join(w.strip("/") for w in audit_watch),

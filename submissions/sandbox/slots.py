@@ -26,6 +26,7 @@ from submissions.sandbox.bwrap import run
 from submissions.sandbox.selfcheck import self_check
 from submissions.sandbox.types import (
     LOCK_DIR,
+    SYSTEM_RUNTIME,
     RunResult,
     SandboxBusy,
     SandboxLimits,
@@ -83,6 +84,15 @@ class Slot:
     uid: int
     limits: SandboxLimits
     site: Path | None = None  # the hand-in's installed dependencies, when it declares any
+
+    @property
+    def trusted_python(self) -> list[str]:
+        """argv start for our own drivers: the runtime's interpreter by absolute path, isolated
+        (-I: no PYTHONPATH, no working folder on sys.path), so nothing the hand-in ships (a
+        `json.py` in its tree, a package's `python3` script or `.pth` file) runs in them."""
+        runtime = Path(settings.SANDBOX_RUNTIME)
+        python = "/usr/bin/python3" if runtime == SYSTEM_RUNTIME else f"{runtime}/bin/python"
+        return [python, "-I"]
 
     def with_site(self, site: Path | None) -> Slot:
         """This slot, its runs seeing `site`'s packages first (see bwrap.run)."""

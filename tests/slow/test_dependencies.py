@@ -241,6 +241,22 @@ def test_a_hand_ins_sitecustomize_does_not_replace_the_audit_hook(index: LocalIn
     assert any(e.get("event") == "socket.connect" for e in result.audit_events)
 
 
+def test_a_package_cannot_replace_the_standard_library_or_the_interpreter(
+    index: LocalIndex,
+) -> None:
+    index.add("evil", "1.0", files={
+        "json/__init__.py": "print('HIJACKED-JSON')\n",
+        "bin/python3": "#!/bin/sh\necho FAKE-PYTHON\n",
+        "evil/__init__.py": "",
+    }, executables=frozenset({"bin/python3"}))  # fmt: skip
+    code = "import json, sys; print(json.dumps([1]), sys.executable)"
+    prepared, result = _prepare_and_run({"requirements.txt": "evil\n"}, ["python3", "-c", code])
+    assert prepared.state == "installed", prepared.cause
+    assert (prepared.site / "bin" / "python3").exists()  # installed, and yet:
+    out = result.stdout.decode()
+    assert "[1]" in out and "HIJACKED" not in out and "FAKE-PYTHON" not in out, out
+
+
 # ------------------------------------------------------------------ through the replay job
 
 RUN_TWICE = {

@@ -32,6 +32,7 @@ def build_wheel(
     requires: tuple[str, ...] = (),
     tag: str = "py3-none-any",
     raw: dict[str, tuple[int, bytes]] | None = None,
+    executables: frozenset[str] = frozenset(),
 ) -> tuple[str, bytes]:
     """(file name, bytes) of a wheel holding `files`; `raw` entries are stored as given
     (name -> (compression, data)), for archives no honest builder would write."""
@@ -55,7 +56,9 @@ def build_wheel(
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         # A fixed date: the same wheel has the same bytes, so the same hash, every run.
         for path, data in files.items():
-            archive.writestr(zipfile.ZipInfo(path, _DATE), data, compress_type=zipfile.ZIP_DEFLATED)
+            info = zipfile.ZipInfo(path, _DATE)
+            info.external_attr = (0o100755 if path in executables else 0o100644) << 16
+            archive.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
         for path, (compression, data) in (raw or {}).items():
             archive.writestr(zipfile.ZipInfo(path, _DATE), data, compress_type=compression)
     return f"{module}-{version}-{tag}.whl", buffer.getvalue()

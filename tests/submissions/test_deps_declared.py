@@ -237,3 +237,21 @@ def test_a_linked_or_special_declaration_is_not_followed(tmp_path: Path) -> None
     os.mkfifo(root / "requirements-dev.txt")
     declared = declared_dependencies(root)
     assert declared.requirements == []
+
+
+def test_a_uv_lock_with_a_cycle_of_extras_or_odd_types_ends_at_once(tmp_path: Path) -> None:
+    lock = (
+        'version = 1\n\n[[package]]\nname = "h"\nversion = "0"\nsource = { virtual = "." }\n'
+        'dependencies = [{ name = "a", extra = ["x"] }, { name = "b", marker = 1 },'
+        ' { name = "c", extra = 5 }, { name = 7 }]\n\n'
+        '[[package]]\nname = "a"\nversion = "1.0"\nsource = { registry = "https://pypi.org/simple" }\n'
+        '[package.optional-dependencies]\nx = [{ name = "a", extra = ["x", "y"] }]\n'
+        'y = [{ name = "a", extra = ["x"] }]\n\n'
+        '[[package]]\nname = "b"\nversion = "2.0"\nsource = { registry = "https://pypi.org/simple" }\n\n'
+        '[[package]]\nname = "c"\nversion = "3.0"\nsource = { registry = "https://pypi.org/simple" }\n'
+        'dependencies = "not a list"\n'
+    )
+    started = time.perf_counter()
+    declared = declared_dependencies(tree(tmp_path, {"uv.lock": lock}))
+    assert time.perf_counter() - started < 2
+    assert sorted(declared.requirements) == ["a==1.0", "b==2.0", "c==3.0"]

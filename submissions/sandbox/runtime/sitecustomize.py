@@ -180,16 +180,23 @@ def _install() -> None:
 
 
 def _add_site() -> None:
-    """Read the .pth files of a hand-in's installed dependencies (CR_SITE), as site does.
+    """Put a hand-in's installed dependencies (CR_SITE) on sys.path, and read their .pth files.
 
-    Its folder is already on sys.path (PYTHONPATH, ahead of the runtime); a .pth line may
-    run code, so this comes after the audit hook is in place.
+    After the standard library (a package named `json` must not replace it) and before the
+    runtime's own packages (the hand-in's pins win). A .pth line may run code, so this comes
+    after the audit hook is in place.
     """
     folder = os.environ.get("CR_SITE")
-    if folder and os.path.isdir(folder):
-        import site
+    if not folder or not os.path.isdir(folder) or folder in sys.path:
+        return
+    import site
 
-        site.addsitedir(folder)
+    at = next(
+        (i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))),
+        len(sys.path),
+    )
+    sys.path.insert(at, folder)
+    site.addsitedir(folder)
 
 
 try:
