@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from submissions.deps.fetch import Fetched
+from submissions.deps.resolve import DepsFailed
 from submissions.sandbox.types import SYSTEM_RUNTIME, Bind, RunResult
 
 UV_MOUNT = "/opt/cr-uv"
@@ -37,7 +38,7 @@ META = "meta.json"
 _STALE_BUILD_SECONDS = 6 * 3600
 
 
-class InstallFailed(RuntimeError):
+class InstallFailed(DepsFailed):
     """The install in the sandbox failed; the message carries uv's answer."""
 
 
@@ -198,7 +199,9 @@ class EnvCache:
         if not source.exists():
             found = shutil.which("uv")
             if not found:
-                raise InstallFailed("uv is not installed beside the worker's Python")
+                raise InstallFailed(
+                    "uv is not installed beside the worker's Python", infrastructure=True
+                )
             source = Path(found)
         st = source.stat()
         tools = self._dir("tools")

@@ -26,7 +26,7 @@ import httpx
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from submissions.deps.resolve import Pin, Resolved, WheelRef
+from submissions.deps.resolve import DepsFailed, Pin, Resolved, WheelRef
 
 _FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*\.whl\Z")
 _CHUNK = 1 << 16
@@ -37,7 +37,7 @@ CONNECT_RETRIES = 2
 MAX_ENTRIES = 100_000  # files in one wheel; real ones hold a few thousand at most
 
 
-class FetchFailed(RuntimeError):
+class FetchFailed(DepsFailed):
     """A wheel could not be fetched or was refused; the message names it and why."""
 
 
@@ -115,7 +115,7 @@ def _download(client: httpx.Client, wheel: WheelRef, dest: Path, cap: int) -> No
             return _download_once(client, wheel, dest, cap)
         except _Transient as exc:
             if attempt == DOWNLOAD_TRIES:
-                raise FetchFailed(f"{wheel.filename}: {exc.args[0]}") from None
+                raise FetchFailed(f"{wheel.filename}: {exc.args[0]}", infrastructure=True) from None
 
 
 class _Transient(Exception):
@@ -132,7 +132,11 @@ def _download_once(client: httpx.Client, wheel: WheelRef, dest: Path, cap: int) 
     try:
         with os.fdopen(fd, "wb") as out, client.stream("GET", wheel.url) as response:
             if response.status_code != 200:
-                raise FetchFailed(f"{wheel.filename}: the index answered {response.status_code}")
+                code = response.status_code
+                raise FetchFailed(
+                    f"{wheel.filename}: the index answered {code}",
+                    infrastructure=code >= 500 or code == 429,
+                )
             written = 0
             for chunk in response.iter_bytes(_CHUNK):
                 written += len(chunk)
@@ -147,7 +151,9 @@ def _download_once(client: httpx.Client, wheel: WheelRef, dest: Path, cap: int) 
     except httpx.TransportError as exc:
         raise _Transient(f"{type(exc).__name__}: {exc}") from None
     except httpx.HTTPError as exc:
-        raise FetchFailed(f"{wheel.filename}: {type(exc).__name__}: {exc}") from None
+        raise FetchFailed(
+            f"{wheel.filename}: {type(exc).__name__}: {exc}", infrastructure=True
+        ) from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -235,4 +241,4 @@ def _download_all(
         if error is not None:
             raise error
     if time.monotonic() - started > limits.timeout:
-        raise FetchFailed(f"fetching took longer than {limits.timeout:g} s")
+        raise FetchFailed(f"fetching took longer than {limits.timeout:g} s", infrastructure=True)

@@ -9,6 +9,7 @@ raises NotJson, and the caller resolves with uv instead.
 
 from __future__ import annotations
 
+import re
 import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +18,7 @@ from urllib.parse import urljoin
 
 import httpx
 from packaging.requirements import Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import (
     InvalidWheelFilename,
     canonicalize_name,
@@ -27,6 +29,7 @@ from packaging.utils import (
 from submissions.deps.resolve import Pin, Resolved, ResolveFailed, WheelRef
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 PARALLEL = 4
 TRIES = 3
 MAX_PAGE_BYTES = 32 * 2**20  # a project page with thousands of releases is a few MB
@@ -67,7 +70,10 @@ def _page(client: httpx.Client, index_url: str, name: str) -> dict[str, Any]:
     if response.status_code == 404:
         raise ResolveFailed(f"{name} was not found in the package registry ({index_url})")
     if response.status_code != 200:
-        raise ResolveFailed(f"{name}: the index answered {response.status_code} ({url})")
+        busy = response.status_code >= 500 or response.status_code == 429
+        raise ResolveFailed(
+            f"{name}: the index answered {response.status_code} ({url})", infrastructure=busy
+        )
     if not response.headers.get("content-type", "").startswith(JSON_TYPE):
         raise NotJson(url)
     if len(response.content) > MAX_PAGE_BYTES:
@@ -75,13 +81,18 @@ def _page(client: httpx.Client, index_url: str, name: str) -> dict[str, Any]:
     return {"url": str(response.url), "data": response.json()}
 
 
-def _wheels(name: str, version: str, page: dict[str, Any]) -> tuple[WheelRef, ...]:
+def _wheels(
+    name: str, version: str, page: dict[str, Any], python: str | None = None
+) -> tuple[WheelRef, ...]:
     want = canonicalize_version(version)
     out = []
     for item in page["data"].get("files") or []:
         filename = item.get("filename") or ""
         sha = (item.get("hashes") or {}).get("sha256") or ""
-        if not filename.endswith(".whl") or len(sha) != 64 or item.get("yanked"):
+        # A yanked file stays selectable for an exact pin (PEP 592): a lock is one.
+        if not filename.endswith(".whl") or not _SHA256.fullmatch(sha):
+            continue
+        if not _python_ok(item.get("requires-python"), python):
             continue
         try:
             _, wheel_version, _, _ = parse_wheel_filename(filename)
@@ -99,7 +110,18 @@ def _wheels(name: str, version: str, page: dict[str, Any]) -> tuple[WheelRef, ..
     return tuple(out)
 
 
-def lookup(pins: list[tuple[str, str]], *, index_url: str, timeout: float) -> Resolved:
+def _python_ok(requires: Any, python: str | None) -> bool:
+    if not python or not isinstance(requires, str) or not requires.strip():
+        return True
+    try:
+        return SpecifierSet(requires).contains(python, prereleases=True)
+    except InvalidSpecifier:
+        return True  # uv would judge it; a garbled field does not drop the file
+
+
+def lookup(
+    pins: list[tuple[str, str]], *, index_url: str, timeout: float, python: str | None = None
+) -> Resolved:
     """Each pin's wheels from the index's JSON pages; ResolveFailed or NotJson says why not."""
     started = time.monotonic()
     transport = httpx.HTTPTransport(verify=ssl.create_default_context(), retries=2, http2=True)
@@ -116,10 +138,11 @@ def lookup(pins: list[tuple[str, str]], *, index_url: str, timeout: float) -> Re
             pages = list(pool.map(lambda pin: _page(client, index_url, pin[0]), pins))
         except httpx.HTTPError as exc:
             raise ResolveFailed(
-                f"the index could not be reached: {type(exc).__name__}: {exc}"
+                f"the index could not be reached: {type(exc).__name__}: {exc}",
+                infrastructure=True,
             ) from None
     resolved = [
-        Pin(name, version, _wheels(name, version, page))
+        Pin(name, version, _wheels(name, version, page, python))
         for (name, version), page in zip(pins, pages, strict=True)
     ]
     text = "\n".join(

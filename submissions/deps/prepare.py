@@ -42,14 +42,11 @@ from submissions.deps.envs import (
     install_failure,
     install_plan,
 )
-from submissions.deps.fetch import Fetched, FetchFailed, FetchLimits, fetch
+from submissions.deps.fetch import Fetched, FetchLimits, fetch
 from submissions.deps.lookup import NotJson, locked_pins, lookup
-from submissions.deps.resolve import Pin, Resolved, ResolveFailed, WheelRef, resolve
+from submissions.deps.resolve import DepsFailed, Pin, Resolved, WheelRef, resolve
 from submissions.sandbox.slots import Slot
 from submissions.sandbox.types import SYSTEM_RUNTIME
-
-# Words of a failure on the way to the index (the hand-in is not at fault): error, not fail.
-_NETWORK_WORDS = ("connect", "timed out", "timeout", "dns error", "unreachable", "failed to fetch")
 
 
 @dataclass
@@ -123,11 +120,6 @@ def _fatal_refusals(declared: Declared) -> list[str]:
     ]
 
 
-def _network_cause(text: str) -> bool:
-    lowered = text.lower()
-    return any(word in lowered for word in _NETWORK_WORDS)
-
-
 def _pins_json(resolved: Resolved) -> str:
     return json.dumps(
         [
@@ -157,6 +149,7 @@ def _resolve(declared: Declared, python: tuple[int, int, int]) -> Resolved:
                 pins,
                 index_url=settings.PACKAGE_INDEX_URL,
                 timeout=settings.DEPS_RESOLVE_TIMEOUT_SECONDS,
+                python=".".join(map(str, python)),
             )
         except NotJson:
             pass  # an index without PEP 691: uv reads its HTML pages
@@ -229,7 +222,9 @@ def _install(
             )
         failure = install_failure(result)
         if failure:
-            raise InstallFailed(failure)
+            # Killed by a limit of ours (time, memory, file size): not the hand-in's fault.
+            limited = bool(result.killed_reason or result.timed_out)
+            raise InstallFailed(failure, infrastructure=limited)
         packages = [f"{f.pin.name}=={f.pin.version}" for f in fetched]
         env = cache.publish(resolved.key, build, packages)
     cache.evict(keep=resolved.key)
@@ -290,9 +285,8 @@ def dependencies(tree: Path, slot: Slot, note: Callable[[str], None]) -> Iterato
     prepared = Prepared()
     try:
         _prepare(Path(tree), slot, note, prepared)
-    except (ResolveFailed, FetchFailed, InstallFailed) as exc:
-        network = not isinstance(exc, InstallFailed) and _network_cause(str(exc))
-        prepared.state = "error" if network else "failed"
+    except DepsFailed as exc:
+        prepared.state = "error" if exc.infrastructure else "failed"
         prepared.cause, prepared.env = str(exc), None
     except (httpx.HTTPError, OSError) as exc:
         prepared.state, prepared.cause, prepared.env = "error", f"{type(exc).__name__}: {exc}", None

@@ -25,8 +25,42 @@ from submissions.deps.declared import Declared
 _ERROR_CHARS = 2000
 
 
-class ResolveFailed(RuntimeError):
+class DepsFailed(RuntimeError):
+    """A stage of the install failed. `infrastructure`: the index, the network or our own
+    limits were at fault, not the hand-in (the check says error, not fail)."""
+
+    def __init__(self, message: str, *, infrastructure: bool = False) -> None:
+        super().__init__(message)
+        self.infrastructure = infrastructure
+
+
+class ResolveFailed(DepsFailed):
     """The declared set could not be resolved; the message carries the index's answer."""
+
+
+# uv's own words for a failure on the way to the index. Phrases of several words: a
+# package's name (which the hand-in chooses) cannot contain a space.
+_INFRA_PHRASES = (
+    "failed to fetch",
+    "error sending request",
+    "tcp connect error",
+    "dns error",
+    "operation timed out",
+    "connection refused",
+    "request failed after",
+    "connection reset",
+    "too many requests",
+    "internal server error",
+    "bad gateway",
+    "service unavailable",
+    "gateway timeout",
+)
+
+
+def infrastructure_answer(text: str) -> bool:
+    """Whether uv's answer says the index could not be reached or answered 5xx/429."""
+    lowered = text.lower()
+    return any(phrase in lowered for phrase in _INFRA_PHRASES)
 
 
 @dataclass(frozen=True)
@@ -171,10 +205,13 @@ def resolve(
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise ResolveFailed(f"resolving took longer than {timeout:g} s ({index_url})") from None
+        raise ResolveFailed(
+            f"resolving took longer than {timeout:g} s ({index_url})", infrastructure=True
+        ) from None
     except OSError as exc:
-        raise ResolveFailed(f"uv could not start: {exc}") from None
+        raise ResolveFailed(f"uv could not start: {exc}", infrastructure=True) from None
     if done.returncode != 0:
         answer = (done.stderr or done.stdout).strip()[-_ERROR_CHARS:]
-        raise ResolveFailed(answer or f"uv exited {done.returncode}")
+        answer = answer or f"uv exited {done.returncode}"
+        raise ResolveFailed(answer, infrastructure=infrastructure_answer(answer))
     return Resolved(parse_pylock(done.stdout), done.stdout, time.monotonic() - started)

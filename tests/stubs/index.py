@@ -72,6 +72,7 @@ class LocalIndex:
     server: StubServer | None = None
     json_api: bool = False  # answer PEP 691 JSON to a client that asks for it
     yanked: set[str] = field(default_factory=set)  # file names marked yanked (JSON only)
+    requires_python: dict[str, str] = field(default_factory=dict)  # file name -> specifier
 
     def add(self, name: str, version: str, **kwargs: Any) -> tuple[str, bytes]:
         built = build_wheel(name, version, **kwargs)
@@ -134,6 +135,7 @@ class _IndexHandler(Handler):
                             "hashes": {"sha256": hashlib.sha256(data).hexdigest()},
                             "size": len(data),
                             "yanked": fn in self.index.yanked,
+                            "requires-python": self.index.requires_python.get(fn),
                         }
                         for fn, data in files
                     ],

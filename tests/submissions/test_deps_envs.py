@@ -183,3 +183,18 @@ def test_requires_python_the_sandbox_lacks_warns_or_skips(
     assert bool(prepared.python_refused) == (not warned)
     outcome = env_dependencies_installed(prepared)
     assert outcome.status == "skip" and said in (outcome.summary + json.dumps(outcome.evidence))
+
+
+def test_uv_words_for_an_unreachable_index_are_infrastructure_not_a_package_name() -> None:
+    from submissions.deps.resolve import infrastructure_answer
+
+    assert infrastructure_answer(
+        "error: Request failed after 3 retries\n  Caused by: tcp connect error"
+    )
+    assert infrastructure_answer("error: Failed to fetch: `https://pypi.org/simple/x/`")
+    # A package the hand-in names may contain "connect" or "timeout": still its own fault.
+    assert not infrastructure_answer(
+        "error: Because pytest-timeout==99 was not found in the package registry and you "
+        "require pytest-timeout==99, we can conclude that your requirements are unsatisfiable."
+    )
+    assert not infrastructure_answer("No solution found: connectorx==0.0.1 has no wheels")

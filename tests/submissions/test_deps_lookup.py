@@ -31,16 +31,39 @@ def test_each_pin_gets_the_index_wheels_of_its_version_only() -> None:
         index.yanked.add(other)
         resolved = lookup([("alpha", "2.0")], index_url=index.url, timeout=10)
     (pin,) = resolved.pins
-    assert [w.filename for w in pin.wheels] == [new]  # not 1.0's, not the yanked one
+    # Not 1.0's; the yanked one stays selectable for an exact pin (PEP 592).
+    assert sorted(w.filename for w in pin.wheels) == sorted([new, other])
     assert pin.wheels[0].url.startswith(index.server.url + "/files/")  # made absolute
     assert pin.wheels[0].size and len(pin.wheels[0].sha256) == 64 and old not in resolved.text
+
+
+def test_a_wheel_for_another_python_is_not_offered() -> None:
+    with LocalIndex(json_api=True) as index:
+        fn, _ = index.add("alpha", "1.0")
+        index.requires_python[fn] = ">=3.99"
+        with pytest.raises(ResolveFailed, match="has no wheels"):
+            lookup([("alpha", "1.0")], index_url=index.url, timeout=10, python="3.11.2")
+        assert lookup([("alpha", "1.0")], index_url=index.url, timeout=10).pins
+
+
+def test_an_index_in_trouble_is_not_the_hand_ins_fault() -> None:
+    from tests.stubs.servers import Handler, StubServer
+
+    class Busy(Handler):
+        def do_GET(self) -> None:
+            self.send_json(503, {"detail": "maintenance"})
+
+    with StubServer(Busy) as server, pytest.raises(ResolveFailed) as info:
+        lookup([("alpha", "1.0")], index_url=f"{server.url}/simple", timeout=10)
+    assert info.value.infrastructure and "503" in str(info.value)
 
 
 def test_a_package_or_version_the_index_lacks_says_so() -> None:
     with LocalIndex(json_api=True) as index:
         index.add("alpha", "1.0")
-        with pytest.raises(ResolveFailed, match="not found in the package registry"):
+        with pytest.raises(ResolveFailed, match="not found in the package registry") as info:
             lookup([("nope", "1.0")], index_url=index.url, timeout=10)
+        assert not info.value.infrastructure  # the hand-in named it: fail, not error
         with pytest.raises(ResolveFailed, match=r"alpha==3\.0 has no wheels"):
             lookup([("alpha", "3.0")], index_url=index.url, timeout=10)
 
