@@ -20,6 +20,7 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -68,16 +69,17 @@ def _tree_size(path: Path) -> int:
 
 
 def _hand_to_root(path: Path) -> None:
-    """Everything under path owned by us, nobody else may write (links are never followed)."""
-    for root, dirs, files in os.walk(path):
+    """Everything under path owned by us, nobody else may write (links are never followed:
+    fwalk works through directory fds, and a link is changed as itself, never its target)."""
+    uid, gid = os.geteuid(), os.getegid()
+    for _, dirs, files, dir_fd in os.fwalk(path, follow_symlinks=False):
         for name in [*dirs, *files]:
-            full = os.path.join(root, name)
-            os.lchown(full, 0 if os.geteuid() == 0 else os.geteuid(), os.getegid())
-            st = os.lstat(full)
-            if not os.path.islink(full):
-                os.chmod(full, (st.st_mode & 0o755) | 0o444 | (0o111 if name in dirs else 0))
-    os.chown(path, os.geteuid(), os.getegid())
-    os.chmod(path, 0o755)  # noqa: S103 - public packages, read-only to the sandbox
+            st = os.lstat(name, dir_fd=dir_fd)
+            os.chown(name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
+            if not stat.S_ISLNK(st.st_mode):
+                mode = (st.st_mode & 0o755) | 0o444 | (0o111 if stat.S_ISDIR(st.st_mode) else 0)
+                os.chmod(name, mode, dir_fd=dir_fd)
+    os.chmod(path, 0o755, follow_symlinks=False)  # noqa: S103 - public packages, read-only
 
 
 class EnvCache:
@@ -135,8 +137,22 @@ class EnvCache:
     def publish(self, key: str, build: Path, packages: list[str]) -> Environment:
         """Make the build folder's site the environment for `key` (one rename)."""
         site = build / "site"
-        if (build / "rw" / "site").is_dir():  # installed by uv in the sandbox
-            os.rename(build / "rw" / "site", site)
+        installed = build / "rw" / "site"
+        # The sandbox uid owned rw/: nothing in it is followed. Only a real folder is taken,
+        # and it is root's before anything below it is walked.
+        try:
+            if stat.S_ISDIR(os.lstat(installed).st_mode):
+                os.lchown(installed, os.geteuid(), os.getegid())
+                os.chmod(installed, 0o700, follow_symlinks=False)
+                os.rename(installed, site)
+        except FileNotFoundError:
+            pass
+        try:
+            is_folder = stat.S_ISDIR(os.lstat(site).st_mode)
+        except FileNotFoundError:
+            is_folder = False
+        if not is_folder:
+            raise InstallFailed("the install left no site folder (or something else in its place)")
         for scratch in ("rw", "wheels"):  # uv's cache and the wheel links stay behind
             shutil.rmtree(build / scratch, ignore_errors=True)
         _hand_to_root(site)
@@ -181,7 +197,15 @@ class EnvCache:
         except BlockingIOError:
             return False
         else:
-            shutil.rmtree(self.root / "envs" / key, ignore_errors=True)
+            # meta.json first, then out of the way by one rename: a crash mid-delete leaves
+            # a trash folder, never an environment that looks whole and is not.
+            target = self.root / "envs" / key
+            with contextlib.suppress(FileNotFoundError):
+                (target / META).unlink()
+            trash = self._dir("builds") / f".trash-{key[:16]}-{os.getpid()}-{time.time_ns()}"
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(target, trash)
+            shutil.rmtree(trash, ignore_errors=True)
             return True
         finally:
             os.close(fd)

@@ -91,8 +91,43 @@ def wheel_path(cache: Path, wheel: WheelRef) -> Path:
     return cache / wheel.sha256[:2] / wheel.sha256 / wheel.filename
 
 
+MAX_DIRECTORY_BYTES = 64 * 2**20  # a zip's central directory; 100,000 entries need ~10 MB
+
+
+def _directory_size(path: Path) -> tuple[int, int]:
+    """(entries, central directory bytes) from the zip's end record, read before the directory
+    itself: zipfile builds an object per entry, so a wheel of millions of empty entries
+    would take the worker's memory before any count could be checked."""
+    with path.open("rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        size = handle.tell()
+        tail_len = min(size, 22 + 65535)
+        handle.seek(size - tail_len)
+        tail = handle.read(tail_len)
+        at = tail.rfind(b"PK\x05\x06")
+        if at < 0 or len(tail) < at + 22:
+            raise FetchFailed(f"{path.name} is not a readable wheel: no zip end record")
+        entries = int.from_bytes(tail[at + 10 : at + 12], "little")
+        directory = int.from_bytes(tail[at + 12 : at + 16], "little")
+        locator = at - 20
+        zip64 = entries == 0xFFFF or directory == 0xFFFFFFFF
+        if zip64 and locator >= 0 and tail[locator : locator + 4] == b"PK\x06\x07":
+            handle.seek(int.from_bytes(tail[locator + 8 : locator + 16], "little"))
+            record = handle.read(56)
+            if record[:4] == b"PK\x06\x06" and len(record) == 56:
+                entries = int.from_bytes(record[32:40], "little")
+                directory = int.from_bytes(record[40:48], "little")
+    return entries, directory
+
+
 def unpacked_size(path: Path) -> int:
     """The bytes a wheel declares it unpacks to (zip directory only); FetchFailed if unreadable."""
+    entries, directory = _directory_size(path)
+    if entries > MAX_ENTRIES or directory > MAX_DIRECTORY_BYTES:
+        raise FetchFailed(
+            f"{path.name} holds {entries:,} files in a {directory:,}-byte directory "
+            f"(caps {MAX_ENTRIES:,} files, {MAX_DIRECTORY_BYTES:,} bytes)"
+        )
     try:
         with zipfile.ZipFile(path) as archive:
             entries = archive.infolist()

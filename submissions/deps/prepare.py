@@ -42,7 +42,7 @@ from submissions.deps.envs import (
     install_failure,
     install_plan,
 )
-from submissions.deps.fetch import Fetched, FetchLimits, fetch
+from submissions.deps.fetch import Fetched, FetchLimits, choose_wheel, fetch, sandbox_tags
 from submissions.deps.lookup import NotJson, locked_pins, lookup
 from submissions.deps.resolve import DepsFailed, Pin, Resolved, WheelRef, resolve
 from submissions.sandbox.slots import Slot
@@ -199,13 +199,22 @@ def _check_python(prepared: Prepared, python: tuple[int, int, int]) -> None:
         prepared.warnings.append(f"{said}: the run goes on")
 
 
+def environment_key(resolved: Resolved, python: tuple[int, int, int], runtime: Path) -> str:
+    """What an environment is cached by: the interpreter it was built for and the very wheels
+    installed in it (a lock lists every platform's; the sandbox takes one of each)."""
+    tags = sandbox_tags(python[:2])
+    chosen = sorted(f"{p.name.lower()} {choose_wheel(p, tags).sha256}" for p in resolved.pins)
+    ident = json.dumps([".".join(map(str, python)), str(runtime), chosen])
+    return hashlib.sha256(ident.encode()).hexdigest()
+
+
 def _install(
-    slot: Slot, cache: EnvCache, resolved: Resolved, fetched: list[Fetched], runtime: Path
+    slot: Slot, cache: EnvCache, key: str, fetched: list[Fetched], runtime: Path
 ) -> Environment:
     """Build the environment in the sandbox (network off) unless another job just did."""
     started = time.monotonic()
-    with cache.building(resolved.key) as build:
-        done = cache.lookup(resolved.key)
+    with cache.building(key) as build:
+        done = cache.lookup(key)
         if done is not None:
             return done
         (build / "rw").mkdir()
@@ -226,8 +235,8 @@ def _install(
             limited = bool(result.killed_reason or result.timed_out)
             raise InstallFailed(failure, infrastructure=limited)
         packages = [f"{f.pin.name}=={f.pin.version}" for f in fetched]
-        env = cache.publish(resolved.key, build, packages)
-    cache.evict(keep=resolved.key)
+        env = cache.publish(key, build, packages)
+    cache.evict(keep=key)
     seconds = time.monotonic() - started
     return Environment(env.key, env.site, env.packages, env.size_bytes, False, seconds)
 
@@ -260,7 +269,8 @@ def _prepare(tree: Path, slot: Slot, note: Callable[[str], None], prepared: Prep
         settings.DEPS_RESOLVE_TIMEOUT_SECONDS,
     )
     cache = env_cache()
-    prepared.env = cache.lookup(prepared.resolved.key)
+    key = environment_key(prepared.resolved, python, runtime)
+    prepared.env = cache.lookup(key)
     if prepared.env is not None:
         note("dependencies: environment cached")
         prepared.state = "installed"
@@ -270,7 +280,7 @@ def _prepare(tree: Path, slot: Slot, note: Callable[[str], None], prepared: Prep
     )
     prepared.stage = "install"
     note(f"installing {len(prepared.fetched)} package(s)")
-    prepared.env = _install(slot, cache, prepared.resolved, prepared.fetched, runtime)
+    prepared.env = _install(slot, cache, key, prepared.fetched, runtime)
     prepared.state = "installed"
 
 

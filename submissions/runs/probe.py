@@ -111,10 +111,14 @@ def probe_run(job: Job, progress: Progress) -> Outcome:
             tree = submission_tree(submission)
             with dependencies(tree, slot, lambda label: progress.step(label, 5)) as prepared:
                 env_check = env_dependencies_installed(prepared)
-                blocked = prepared.blocker or prepared.python_refused
-                if blocked:
-                    checks_store(submission, job, [env_check, *service_error_outcomes(blocked)])
-                    return Outcome(Job.State.FAILED, blocked)
+                if prepared.blocker:
+                    outcomes = [env_check, *service_error_outcomes(prepared.blocker)]
+                    checks_store(submission, job, outcomes)
+                    return Outcome(Job.State.FAILED, prepared.blocker)
+                if prepared.python_refused:  # the setting says: skip, with the reason
+                    skipped = [skip(cid, prepared.python_refused) for cid in PROBE_CHECKS]
+                    checks_store(submission, job, [env_check, *skipped])
+                    return Outcome(Job.State.PASSED, prepared.python_refused)
                 progress.step("start the service", 10)
                 report = probe_in_sandbox(tree, config, slot=slot.with_site(prepared.site))
     except SandboxUnavailable as exc:

@@ -172,9 +172,10 @@ def trace_run(job: Job, progress: Progress) -> Outcome:
                 tree = submission_tree(submission)
                 with dependencies(tree, slot, lambda label: progress.step(label, 70)) as prepared:
                     outcomes.append(env_dependencies_installed(prepared))
-                    blocked = prepared.blocker or prepared.python_refused
-                    if blocked:
-                        live, rows = CheckOutcome(LIVE_MATCH, "error", blocked), []
+                    if prepared.blocker:
+                        live, rows = CheckOutcome(LIVE_MATCH, "error", prepared.blocker), []
+                    elif prepared.python_refused:
+                        live, rows = CheckOutcome(LIVE_MATCH, "skip", prepared.python_refused), []
                     else:
                         live, rows = redrive_in_sandbox(
                             hops,

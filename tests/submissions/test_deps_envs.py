@@ -198,3 +198,34 @@ def test_uv_words_for_an_unreachable_index_are_infrastructure_not_a_package_name
         "require pytest-timeout==99, we can conclude that your requirements are unsatisfiable."
     )
     assert not infrastructure_answer("No solution found: connectorx==0.0.1 has no wheels")
+
+
+def test_a_link_planted_in_the_build_folder_is_never_followed(tmp_path: Path) -> None:
+    cache = EnvCache(tmp_path / "cache", cap_bytes=2**30)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "secret").write_text("x")
+    victim.chmod(0o700)
+    (victim / "secret").chmod(0o600)
+    with pytest.raises(Exception, match="no site folder"), cache.building("k") as build:
+        (build / "rw").mkdir()
+        os.symlink(victim, build / "rw" / "site")  # what a hostile uid would leave behind
+        cache.publish("k", build, [])
+    assert (victim / "secret").stat().st_mode & 0o777 == 0o600  # not made world-readable
+    assert victim.stat().st_mode & 0o777 == 0o700 and cache.lookup("k") is None
+    with cache.building("k2") as build:
+        (build / "rw" / "site" / "pkg").mkdir(parents=True)
+        os.symlink(victim / "secret", build / "rw" / "site" / "pkg" / "link")
+        env = cache.publish("k2", build, ["pkg==1"])
+    assert (env.site / "pkg" / "link").is_symlink()
+    assert (victim / "secret").stat().st_mode & 0o777 == 0o600
+
+
+def test_an_evicted_environment_never_looks_whole(tmp_path: Path) -> None:
+    cache = EnvCache(tmp_path, cap_bytes=1)
+    _build(cache, "old", 10)
+    os.utime(tmp_path / "envs" / "old" / "meta.json", (1, 1))
+    _build(cache, "new", 10)
+    assert cache.evict(keep="new") == ["old"]
+    assert not (tmp_path / "envs" / "old").exists() and cache.lookup("old") is None
+    assert not [p for p in (tmp_path / "builds").iterdir() if p.name.startswith(".trash-")]

@@ -192,3 +192,23 @@ def test_a_dropped_connection_is_tried_once_more(tmp_path: Path) -> None:
         pin = Pin("tenacity", "9.2.1", (_ref(index, fn, data),))
         (item,) = fetch(_resolved(pin), tmp_path, python_version=PY)
     assert Flaky.dropped and item.path.read_bytes() == data
+
+
+def test_a_wheel_of_a_million_entries_is_refused_from_its_end_record(tmp_path: Path) -> None:
+    """Counted before zipfile builds an object per entry (which would take the memory)."""
+    import io
+    import resource
+
+    from submissions.deps.fetch import unpacked_size
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        for i in range(120_000):
+            archive.writestr(zipfile.ZipInfo(f"e/{i}"), b"")
+    path = tmp_path / "many-1.0-py3-none-any.whl"
+    path.write_bytes(buffer.getvalue())
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(FetchFailed, match="120,000 files"):
+        unpacked_size(path)
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 20 * 1024  # the directory was never parsed entry by entry
