@@ -91,11 +91,26 @@ class EnvCache:
 
     @property
     def wheels(self) -> Path:
+        self._check_root()
         return _mkdir(self.root / "wheels")
 
     def _dir(self, name: str) -> Path:
-        _mkdir(self.root, 0o711)
+        self._check_root()
         return _mkdir(self.root / name, 0o711)
+
+    def _check_root(self) -> None:
+        """The cache root is ours alone: on a shared host another user could have made it
+        first (it defaults under /var/tmp) and would then choose what sandboxes mount."""
+        if not os.path.lexists(self.root):
+            self.root.mkdir(parents=True, mode=0o711, exist_ok=True)
+            os.chmod(self.root, 0o711, follow_symlinks=False)  # noqa: S103 - traversable only
+        st = os.lstat(self.root)
+        if stat.S_ISLNK(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise InstallFailed(
+                f"DEPS_DIR {self.root} is not a folder owned by this worker's user and writable "
+                "by it alone: refusing to use it",
+                infrastructure=True,
+            )
 
     @contextlib.contextmanager
     def _lock(self, key: str, mode: int) -> Iterator[None]:

@@ -229,3 +229,18 @@ def test_an_evicted_environment_never_looks_whole(tmp_path: Path) -> None:
     assert cache.evict(keep="new") == ["old"]
     assert not (tmp_path / "envs" / "old").exists() and cache.lookup("old") is None
     assert not [p for p in (tmp_path / "builds").iterdir() if p.name.startswith(".trash-")]
+
+
+def test_a_cache_root_someone_else_could_write_is_refused(tmp_path: Path) -> None:
+    from submissions.deps.envs import InstallFailed
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chown(shared, 65534, 65534)  # made first by another user
+    with pytest.raises(InstallFailed, match="not a folder owned by this worker"):
+        EnvCache(shared, cap_bytes=2**30).lookup("k")
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "elsewhere").mkdir()
+    with pytest.raises(InstallFailed):
+        EnvCache(link, cap_bytes=2**30).lookup("k")
