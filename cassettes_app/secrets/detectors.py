@@ -22,8 +22,10 @@ from cassettes_app.secrets.rules import (
     _NUMERIC,
     LEAK,
     REDACTED,
+    SESSION_COOKIE,
     _high_entropy,
     _is_code_ref,
+    is_session_cookie,
     shannon_entropy,
 )
 
@@ -492,7 +494,8 @@ def _on_cookie(text: str, m: re.Match[str], redact: bool) -> _Found:
     for vs, ve, cname in _cookie_values(text, *m.span("v"), first_only=set_cookie):
         status = _value_status(text[vs:ve], "cookie", redact)
         if status is not None:
-            out.append((vs, ve, "credential-header", status, f"{name} {cname}", _P_COOKIE))
+            rule = SESSION_COOKIE if is_session_cookie(cname) else "credential-header"
+            out.append((vs, ve, rule, status, f"{name} {cname}", _P_COOKIE))
     return out
 
 

@@ -27,6 +27,8 @@ _FORMAT_FIELD = re.compile(r"\{[A-Za-z_][A-Za-z0-9_.\[\]'\"]{0,80}(?:\}|$)", re.
 
 _WORD_PARTS = re.compile(r"[a-z]+|[0-9]+", re.ASCII)
 
+_FAKE_AWS = re.compile(r"(?:AKIA|ASIA)(?:TEST|FAKE|DUMMY|MOCK|EXAMPLE|SAMPLE|XXXX)", re.ASCII)
+
 _PLACEHOLDER_TEXT = """
     test testing tests tester dummy fake fakes mock mocked mocks sample samples example examples
     changeme change me placeholder your yours my our the a an here goes insert replace put with
@@ -59,6 +61,8 @@ def _masked(value: str) -> bool:
     if _MASK_RUN.search(v) or _TEMPLATE.fullmatch(v):
         return True
     if v.endswith(("EXAMPLE", "EXAMPLEKEY")):  # AWS's documented example keys
+        return True
+    if _FAKE_AWS.match(v):  # AKIATEST…, AKIAFAKE…: test suites' stand-ins for a key id
         return True
     return _MASK_WORDS.search(v.lower()) is not None
 

@@ -33,7 +33,26 @@ RULES = (
     "credential-query",
     "high-entropy-credential",
     "basic-auth-url",
+    "session-cookie",
 )
+
+# Cookies a provider's edge sets on every answer (bot management, load-balancer affinity,
+# analytics). Kept in a recording they identify a browser session with the CDN, not the
+# account: their own low-severity kind, never counted as credentials.
+SESSION_COOKIE = "session-cookie"
+_SESSION_COOKIES = re.compile(
+    r"__cf_bm|_cfuvid|cf_clearance|__cfduid|__cflb|__cfruid|cf_ob_info|cf_use_ob"
+    r"|AWSALB|AWSALBCORS|AWSALBTG|AWSALBTGCORS|AWSELB|AWSELBCORS"
+    r"|ARRAffinity|ARRAffinitySameSite|BIGipServer[\w.-]*|TS01[0-9a-f]*"
+    r"|_ga|_ga_[A-Z0-9]+|_gid|_gat|_gcl_au|_fbp|ajs_anonymous_id|__stripe_mid|__stripe_sid"
+    r"|incap_ses_[\w]+|visid_incap_[\w]+|nlbi_[\w]+|ak_bmsc|bm_sv|bm_sz|_abck|bm_mi",
+    re.ASCII,
+)
+
+
+def is_session_cookie(name: str) -> bool:
+    """A cookie an edge or analytics script sets, by its name (see SESSION_COOKIE)."""
+    return _SESSION_COOKIES.fullmatch(name.strip()) is not None
 
 
 @dataclass(frozen=True, slots=True)

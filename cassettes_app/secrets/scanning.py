@@ -27,9 +27,11 @@ from cassettes_app.secrets.rules import (
     LEAK,
     MAX_HITS,
     REDACTED,
+    SESSION_COOKIE,
     SecretHit,
     _as_text,
     fingerprint,
+    is_session_cookie,
     redact_value,
 )
 
@@ -151,10 +153,11 @@ def _credential_spans(value: str, name: str) -> list[_Span]:
         spans: list[_Span] = []
         first_only = lname == "set-cookie"  # the rest of a Set-Cookie line is attributes
         for vs, ve, cname in _cookie_values(value, 0, len(value), first_only=first_only):
+            rule = SESSION_COOKIE if is_session_cookie(cname) else "credential-header"
             if is_placeholder(value[vs:ve]):
-                spans.append(_Span(vs, ve, "credential-header", REDACTED, cname, _P_COOKIE))
+                spans.append(_Span(vs, ve, rule, REDACTED, cname, _P_COOKIE))
             elif ve - vs >= 8:
-                spans.append(_Span(vs, ve, "credential-header", LEAK, cname, _P_COOKIE))
+                spans.append(_Span(vs, ve, rule, LEAK, cname, _P_COOKIE))
         return spans
     v = value.strip()
     start = value.find(v) if v else 0
@@ -188,7 +191,8 @@ def scan_headers(
                 spans = _resolve(_provider_spans(value))
             for s in spans:
                 context = f"{where} header {name}"
-                if s.rule == "credential-header" and s.detail and lname.endswith("cookie"):
+                cookie_rule = s.rule in ("credential-header", SESSION_COOKIE)
+                if cookie_rule and s.detail and lname.endswith("cookie"):
                     context += f" ({s.detail})"
                 hits.append(
                     _hit(value[s.start : s.end], s.rule, path, line, None, s.status, context)

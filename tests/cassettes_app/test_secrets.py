@@ -737,6 +737,14 @@ def hits_for_every_rule() -> list[tuple[str, str, list[SecretHit]]]:
     out.append(("high-entropy-credential", entropy, scan_json({"client_secret": entropy}, "p")))
     password = rand(20, ALNUM, "full-u")
     out.append(("basic-auth-url", password, scan_url(f"https://u:{password}@h.test/", "p")))
+    cookie = rand(40, ALNUM, "full-c")
+    out.append(
+        (
+            "session-cookie",
+            cookie,
+            scan_headers({"set-cookie": f"__cf_bm={cookie}; path=/"}, "p", where="response"),
+        )
+    )
     return out
 
 
