@@ -19,6 +19,7 @@ import brotli
 from cassettes_app import safeload
 from cassettes_app.formats.base import Body, get_header, header_pairs
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
+from cassettes_app.providers.ndjson import decode_ndjson
 from cassettes_app.providers.sse import decode_stream
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -166,6 +167,19 @@ def _charset(content_type: str | None) -> str | None:
     return match.group(1).lower() if match else None
 
 
+_NDJSON_TYPES = frozenset(
+    {"application/x-ndjson", "application/ndjson", "application/jsonl", "application/jsonlines"}
+)
+
+
+def _looks_ndjson(stripped: str) -> bool:
+    """Two or more lines that each hold one JSON object (one JSON document never does)."""
+    lines = [line for line in stripped.splitlines()[:3] if line.strip()]
+    return len(lines) >= 2 and all(
+        line.lstrip().startswith("{") and line.rstrip().endswith("}") for line in lines
+    )
+
+
 def _media_type(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
 
@@ -271,6 +285,13 @@ def decode_body(
         notes.insert(0, sse_note)
         truncated = truncated or sse_truncated
         problems.extend(sse_problems)
+    elif media in _NDJSON_TYPES or (
+        media in ("", "text/plain", "application/json") and _looks_ndjson(stripped)
+    ):
+        parsed, nd_note, nd_truncated, nd_problems = decode_ndjson(text, limits)
+        notes.insert(0, nd_note)
+        truncated = truncated or nd_truncated
+        problems.extend(nd_problems)
     elif _is_json_type(media) or stripped.startswith(("{", "[")):
         try:
             parsed = safeload.load_json(text, limits)

@@ -28,6 +28,14 @@ READ = [
      [("POST", 200, "https://api.openai.com/v1/chat/completions")], "gpt-3.5-turbo-0125"),
     ("vcrpy-aiohttp/dd-trace-py-anthropic-messages-401.yaml", "vcr",
      [("POST", 401, "https://api.anthropic.com/v1/messages")], "claude-3-7-sonnet-20250219"),
+    ("go-vcr/fantasy-anthropic-simple-streaming.yaml", "vcr",
+     [("POST", 200, "https://api.anthropic.com/v1/messages")], "claude-sonnet-4-20250514"),
+    ("go-vcr/ai-gateway-openai-chat-streaming.yaml", "vcr",
+     [("POST", 200, "https://api.openai.com/v1/chat/completions")], "gpt-5-nano-2025-08-07"),
+    ("ollama-ndjson/openllmetry-streaming-chat.yaml", "vcr",
+     [("POST", 200, "http://127.0.0.1:11434/api/chat")], "llama3"),
+    ("ollama-ndjson/openllmetry-streaming-generate.yaml", "vcr",
+     [("POST", 200, "http://127.0.0.1:11434/api/generate")], "llama3"),
     ("nock/mtx-tool-cf-apps-list.json", "nock",
      [("GET", 200, "https://api.cf.sap.hana.ondemand.com:443/v3/apps?space_guids=")], None),
     ("nock/mux-node-sdk-assets-get-playback-id.json", "nock",
@@ -59,6 +67,30 @@ def test_the_ruby_binary_stream_is_the_recorded_sse_text() -> None:
     rel = "ruby-vcr/ruby-openai-deepseek-streamed-chat.yml"
     (interaction,) = parse_file(rel, (WILD / rel).read_bytes()).recordings[0].interactions
     assert interaction.response_body.text.startswith("data: {")
+
+
+def test_an_ollama_ndjson_stream_is_folded_into_the_whole_answer() -> None:
+    chat = "ollama-ndjson/openllmetry-streaming-chat.yaml"
+    (i,) = parse_file(chat, (WILD / chat).read_bytes()).recordings[0].interactions
+    answer = i.response_body.json
+    assert answer["done"] is True and answer["done_reason"] == "stop"
+    assert answer["message"]["content"].startswith("Why did the OpenTelemetry agent go to therapy?")
+    assert answer["message"]["content"].endswith("smile to your face!)")
+    generate = "ollama-ndjson/openllmetry-streaming-generate.yaml"
+    (i,) = parse_file(generate, (WILD / generate).read_bytes()).recordings[0].interactions
+    assert i.response_body.json["response"].startswith("A joke about OpenTelemetry!")
+
+
+def test_an_ndjson_stream_cut_before_its_end_says_so() -> None:
+    from cassettes_app.bodies import decode_body
+
+    rel = "ollama-ndjson/openllmetry-streaming-chat.yaml"
+    (i,) = parse_file(rel, (WILD / rel).read_bytes()).recordings[0].interactions
+    lines = i.response_body.text.splitlines()
+    cut = "\n".join(lines[: len(lines) // 2]) + "\n"
+    body = decode_body(cut, [("content-type", "application/x-ndjson")])
+    assert body.json["done"] is False and body.json["message"]["content"]
+    assert any("done: true" in p for p in body.problems)
 
 
 NAMED = [
