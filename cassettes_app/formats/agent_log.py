@@ -6,6 +6,7 @@ from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
+    CLAUDE_CODE,
     ParsedFinding,
     ParsedInteraction,
     ParsedMessage,
@@ -33,7 +34,12 @@ def sniff(path: str, head: bytes) -> bool:
     """JSON Lines whose first object is a chat message or a request/response pair, and not
     an agent log of a family this reader does not understand (it would read nothing)."""
     obj = jsonl_head(path, head)
-    return obj is not None and is_agent_line(obj) and looks_like(jsonl_sample(head)) is None
+    if obj is None:
+        return False
+    family = looks_like(jsonl_sample(head))
+    if family == CLAUDE_CODE:
+        return True  # its user and assistant lines wrap Anthropic messages, read here
+    return family is None and is_agent_line(obj)
 
 
 def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParseResult:
@@ -44,7 +50,15 @@ def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> Parse
 def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> None:
     recording = ParsedRecording(path=path, format=NAME)
     ascii_values = bodies.ascii_json(data)
+    # A Claude Code transcript interleaves its messages with bookkeeping lines (summary,
+    # file-history-snapshot, queue-operation, ...): counted once, not a finding each.
+    transcript = looks_like(jsonl_sample(data[:262144])) == CLAUDE_CODE
+    other: dict[str, int] = {}
     for line, obj in jsonl_objects(result, path, data, limits):
+        if transcript and not isinstance(obj.get("message"), dict):
+            kind = str(obj.get("type") or "untyped")[:40]
+            other[kind] = other.get(kind, 0) + 1
+            continue
         if "request" in obj and "response" in obj:
             interaction = _interaction(
                 len(recording.interactions), line, obj, limits, result, path, ascii_values
@@ -62,6 +76,13 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
             )
             continue
         result.messages.append(_message(line, message, limits, result, path))
+    if other:
+        kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(other.items())[:8])
+        result.findings.append(
+            ParsedFinding(
+                "bad_line", "info", path, None, f"Claude Code bookkeeping lines not read: {kinds}"
+            )
+        )
     if recording.interactions:
         set_models(recording)
         result.recordings.append(recording)

@@ -499,6 +499,9 @@ _CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_co
 _CLAUDE_CODE_TYPES = frozenset({"summary", "user", "assistant", "system"})
 
 
+CLAUDE_CODE = "a Claude Code session transcript"
+
+
 def looks_like(objs: list[dict[str, Any]]) -> str | None:
     """Name a known JSON Lines agent-log family from sampled lines, or None."""
     keys = set().union(*(set(o) for o in objs)) if objs else set()
@@ -506,7 +509,7 @@ def looks_like(objs: list[dict[str, Any]]) -> str | None:
     if {"parentUuid", "sessionId"} <= keys or (
         types and types <= _CLAUDE_CODE_TYPES and "leafUuid" in keys
     ):
-        return "a Claude Code session transcript"
+        return CLAUDE_CODE
     if types & _CODEX_TYPES and "payload" in keys:
         return "a Codex CLI rollout"
     if ({"trace_id", "span_id"} <= keys or {"traceId", "spanId"} <= keys) and (

@@ -93,9 +93,30 @@ def test_an_ndjson_stream_cut_before_its_end_says_so() -> None:
     assert any("done: true" in p for p in body.problems)
 
 
+TRANSCRIPTS = [
+    # (file, messages, assistant messages, tool calls)
+    ("claude-code/claude-code-viewer-init-session.jsonl", 29, 15, 12),
+    ("claude-code/hunch-claude-session.jsonl", 8, 4, 2),
+]
+
+
+@pytest.mark.parametrize(("rel", "messages", "assistant", "calls"), TRANSCRIPTS)
+def test_a_claude_code_transcript_is_read_message_by_message(
+    rel, messages, assistant, calls
+) -> None:
+    data = (WILD / rel).read_bytes()
+    result = parse_file(rel, data)
+    assert result.format == "agent_log" and result.ledger == []
+    assert len(result.messages) == messages
+    assert sum(m.role == "assistant" for m in result.messages) == assistant
+    assert sum(len(m.tool_calls) for m in result.messages) == calls
+    # Its bookkeeping lines are noted once, never a warning per line.
+    assert [f for f in result.findings if f.severity != "info"] == []
+    forced = parse_file(rel, data, format_hint="ledger")
+    assert ledger_consistent(forced.ledger, rel).status != "pass"
+
+
 NAMED = [
-    ("claude-code/claude-code-viewer-init-session.jsonl", "a Claude Code session transcript"),
-    ("claude-code/hunch-claude-session.jsonl", "a Claude Code session transcript"),
     ("codex-rollout/scout-codex-session.jsonl", "a Codex CLI rollout"),
     ("codex-rollout/codex-session-view-rollout-2025-11-17.jsonl", "a Codex CLI rollout"),
 ]
