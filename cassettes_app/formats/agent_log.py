@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
     CLAUDE_CODE,
+    CODEX,
     ParsedFinding,
     ParsedInteraction,
     ParsedMessage,
@@ -37,8 +39,8 @@ def sniff(path: str, head: bytes) -> bool:
     if obj is None:
         return False
     family = looks_like(jsonl_sample(head))
-    if family == CLAUDE_CODE:
-        return True  # its user and assistant lines wrap Anthropic messages, read here
+    if family in (CLAUDE_CODE, CODEX):
+        return True  # transcripts whose message lines this reader understands
     return family is None and is_agent_line(obj)
 
 
@@ -52,10 +54,18 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
     ascii_values = bodies.ascii_json(data)
     # A Claude Code transcript interleaves its messages with bookkeeping lines (summary,
     # file-history-snapshot, queue-operation, ...): counted once, not a finding each.
-    transcript = looks_like(jsonl_sample(data[:262144])) == CLAUDE_CODE
+    family = looks_like(jsonl_sample(data[:262144]))
     other: dict[str, int] = {}
     for line, obj in jsonl_objects(result, path, data, limits):
-        if transcript and not isinstance(obj.get("message"), dict):
+        if family == CODEX:
+            converted = _codex_message(obj)
+            if converted is None:
+                payload = obj.get("payload") if isinstance(obj.get("payload"), dict) else {}
+                kind = str(payload.get("type") or obj.get("type") or "untyped")[:40]
+                other[kind] = other.get(kind, 0) + 1
+                continue
+            obj = {"message": converted}
+        elif family == CLAUDE_CODE and not isinstance(obj.get("message"), dict):
             kind = str(obj.get("type") or "untyped")[:40]
             other[kind] = other.get(kind, 0) + 1
             continue
@@ -78,9 +88,10 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
         result.messages.append(_message(line, message, limits, result, path))
     if other:
         kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(other.items())[:8])
+        who = "Claude Code" if family == CLAUDE_CODE else "Codex"
         result.findings.append(
             ParsedFinding(
-                "bad_line", "info", path, None, f"Claude Code bookkeeping lines not read: {kinds}"
+                "bad_line", "info", path, None, f"{who} bookkeeping lines not read: {kinds}"
             )
         )
     if recording.interactions:
@@ -90,6 +101,39 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
         result.findings.append(
             ParsedFinding("empty_file", "warn", path, None, "agent log is empty")
         )
+
+
+_CODEX_ROLES = {"developer": "system", "user": "user", "assistant": "assistant", "system": "system"}
+
+
+def _codex_message(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """A Codex rollout line as a chat message (OpenAI chat shape), or None for bookkeeping
+    (session_meta, turn_context, event_msg, reasoning, snapshots)."""
+    payload = obj.get("payload")
+    if obj.get("type") != "response_item" or not isinstance(payload, dict):
+        return None
+    kind = payload.get("type")
+    if kind == "message":
+        parts = payload.get("content")
+        texts = (
+            [p.get("text") for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+        )
+        text = "".join(t for t in texts if isinstance(t, str))
+        return {"role": _CODEX_ROLES.get(str(payload.get("role")), "user"), "content": text}
+    if kind in ("function_call", "custom_tool_call"):
+        arguments = payload.get("arguments")
+        if kind == "custom_tool_call":  # free-form input (apply_patch): kept as one field
+            arguments = json.dumps({"input": payload.get("input")})
+        call = {
+            "id": payload.get("call_id"),
+            "type": "function",
+            "function": {"name": payload.get("name"), "arguments": arguments},
+        }
+        return {"role": "assistant", "content": None, "tool_calls": [call]}
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        output = payload.get("output")
+        return {"role": "tool", "tool_call_id": payload.get("call_id"), "content": output}
+    return None
 
 
 def _interaction(

@@ -500,6 +500,7 @@ _CLAUDE_CODE_TYPES = frozenset({"summary", "user", "assistant", "system"})
 
 
 CLAUDE_CODE = "a Claude Code session transcript"
+CODEX = "a Codex CLI rollout"
 
 
 def looks_like(objs: list[dict[str, Any]]) -> str | None:
@@ -511,7 +512,7 @@ def looks_like(objs: list[dict[str, Any]]) -> str | None:
     ):
         return CLAUDE_CODE
     if types & _CODEX_TYPES and "payload" in keys:
-        return "a Codex CLI rollout"
+        return CODEX
     if ({"trace_id", "span_id"} <= keys or {"traceId", "spanId"} <= keys) and (
         "attributes" in keys or "name" in keys
     ):
