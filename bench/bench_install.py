@@ -115,8 +115,8 @@ def main() -> int:
         django.setup()
         from django.conf import settings
 
-        from submissions.deps.envs import runtime_python
         from submissions.sandbox.slots import sandbox_problems
+        from submissions.sandbox.types import runtime_python
 
         problems = sandbox_problems()
         if problems:

@@ -473,9 +473,10 @@ def jsonl_sample(head: bytes, count: int = JSONL_SAMPLE) -> list[dict[str, Any]]
     """Up to `count` JSON objects from the head's complete lines (a cut last line skipped;
     lines too long for the head give their visible keys)."""
     text = head_text(head)
-    lines = text.split("\n")
-    if not text.endswith("\n") and len(lines) > 1:
-        lines = lines[:-1]  # cut off by the head
+    limit = count * 3  # blank and non-object lines are skipped; no need to split the rest
+    lines = text.split("\n", limit)
+    if len(lines) > limit or (not text.endswith("\n") and len(lines) > 1):
+        lines = lines[:-1]  # the unsplit rest, or a last line cut off by the head
     out: list[dict[str, Any]] = []
     for raw in lines:
         line = raw.strip()

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from submissions.deps.fetch import Fetched
 from submissions.deps.resolve import DepsFailed
-from submissions.sandbox.types import SYSTEM_RUNTIME, Bind, RunResult
+from submissions.sandbox.types import Bind, RunResult, runtime_python
 
 UV_MOUNT = "/opt/cr-uv"
 WHEELS_MOUNT = "/opt/cr-wheels"
@@ -252,11 +252,6 @@ class EnvCache:
             os.rename(tmp, target)
             os.rmdir(tmp.parent)
         return target
-
-
-def runtime_python(runtime: Path) -> str:
-    """The interpreter the sandbox runs: the runtime venv's, or Debian's own."""
-    return "/usr/bin/python3" if Path(runtime) == SYSTEM_RUNTIME else f"{runtime}/bin/python"
 
 
 def install_plan(build: Path, fetched: list[Fetched]) -> Path:

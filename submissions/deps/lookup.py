@@ -145,7 +145,4 @@ def lookup(
         Pin(name, version, _wheels(name, version, page, python))
         for (name, version), page in zip(pins, pages, strict=True)
     ]
-    text = "\n".join(
-        f"{p.name}=={p.version} " + " ".join(w.sha256 for w in p.wheels) for p in resolved
-    )
-    return Resolved(resolved, text, time.monotonic() - started)
+    return Resolved(resolved, time.monotonic() - started)

@@ -177,7 +177,7 @@ def resolve_cached(declared: Declared, python: tuple[int, int, int]) -> Resolved
     except (OSError, ValueError, KeyError, TypeError):
         pins = None
     if pins is not None:
-        return Resolved(pins, "", 0.0, cached=True)
+        return Resolved(pins, 0.0, cached=True)
     resolved = _resolve(declared, python)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
@@ -237,8 +237,7 @@ def _install(
         packages = [f"{f.pin.name}=={f.pin.version}" for f in fetched]
         env = cache.publish(key, build, packages)
     cache.evict(keep=key)
-    seconds = time.monotonic() - started
-    return Environment(env.key, env.site, env.packages, env.size_bytes, False, seconds)
+    return dataclasses.replace(env, seconds=time.monotonic() - started)
 
 
 def _prepare(tree: Path, slot: Slot, note: Callable[[str], None], prepared: Prepared) -> None:

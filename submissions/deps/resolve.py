@@ -9,7 +9,6 @@ Requirements reach uv on its standard input, never as arguments, and only after
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import re
@@ -89,22 +88,8 @@ class Resolved:
     """The resolved set: every package pinned, with the wheels the index offers for it."""
 
     pins: list[Pin] = field(default_factory=list)
-    text: str = ""  # uv's output, a pylock.toml (PEP 751) with each wheel's URL and hash
     seconds: float = 0.0
     cached: bool = False  # read from the resolution cache, not from the index
-
-    @property
-    def key(self) -> str:
-        """Content address of the resolved set (environments are cached by it): the pins and
-        the hashes of their wheels, not uv's wording of them."""
-        rows = sorted(
-            f"{p.name.lower()}=={p.version} " + " ".join(sorted(w.sha256 for w in p.wheels))
-            for p in self.pins
-        )
-        return hashlib.sha256("\n".join(rows).encode()).hexdigest()
-
-    def summary(self) -> str:
-        return ", ".join(f"{p.name}=={p.version}" for p in self.pins)
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -214,4 +199,4 @@ def resolve(
         answer = (done.stderr or done.stdout).strip()[-_ERROR_CHARS:]
         answer = answer or f"uv exited {done.returncode}"
         raise ResolveFailed(answer, infrastructure=infrastructure_answer(answer))
-    return Resolved(parse_pylock(done.stdout), done.stdout, time.monotonic() - started)
+    return Resolved(parse_pylock(done.stdout), time.monotonic() - started)

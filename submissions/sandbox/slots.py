@@ -26,11 +26,11 @@ from submissions.sandbox.bwrap import run
 from submissions.sandbox.selfcheck import self_check
 from submissions.sandbox.types import (
     LOCK_DIR,
-    SYSTEM_RUNTIME,
     RunResult,
     SandboxBusy,
     SandboxLimits,
     SandboxUnavailable,
+    runtime_python,
 )
 from submissions.sandbox.uids import slot_uid
 from submissions.sandbox.workspace import prepare_workspace, remove_workspace
@@ -90,9 +90,7 @@ class Slot:
         """argv start for our own drivers: the runtime's interpreter by absolute path, isolated
         (-I: no PYTHONPATH, no working folder on sys.path), so nothing the hand-in ships (a
         `json.py` in its tree, a package's `python3` script or `.pth` file) runs in them."""
-        runtime = Path(settings.SANDBOX_RUNTIME)
-        python = "/usr/bin/python3" if runtime == SYSTEM_RUNTIME else f"{runtime}/bin/python"
-        return [python, "-I"]
+        return [runtime_python(Path(settings.SANDBOX_RUNTIME)), "-I"]
 
     def with_site(self, site: Path | None) -> Slot:
         """This slot, its runs seeing `site`'s packages first (see bwrap.run)."""

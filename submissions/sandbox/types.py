@@ -108,6 +108,11 @@ class Bind:
     writable: bool = False
 
 
+def runtime_python(runtime: Path) -> str:
+    """The interpreter the sandbox runs: the runtime venv's, or Debian's own."""
+    return "/usr/bin/python3" if Path(runtime) == SYSTEM_RUNTIME else f"{runtime}/bin/python"
+
+
 class SandboxUnavailable(RuntimeError):
     """The sandbox cannot run here; `cause` says why and the job ends `error` with it."""
 
