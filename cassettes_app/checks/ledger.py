@@ -7,7 +7,6 @@ grouped by whichever input key the entries carry. Pure: entries in, one outcome 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +14,13 @@ from typing import Any
 from cassettes_app.checks import CheckOutcome, clipped, counted, skip
 from cassettes_app.checks.catalog import LEDGER_CONSISTENT
 from cassettes_app.formats.base import LedgerEntry
+from cassettes_app.formats.ledger import (
+    CACHE_HIT,
+    FALLBACK,
+    MODEL_CALL,
+    OTHER,
+    classify_event,
+)
 
 __all__ = ["CHECK_ID", "MAX_ATTEMPTS", "classify_event", "ledger_consistent"]
 
@@ -23,7 +29,6 @@ CHECK_ID = LEDGER_CONSISTENT
 # One try plus at most one retry before the fallback (the ticket-service brief).
 MAX_ATTEMPTS = 2
 
-MODEL_CALL, CACHE_HIT, FALLBACK, OTHER = "model_call", "cache_hit", "fallback", "other"
 
 # Fields that name the input an entry is about, best first. `key` comes last: in many
 # ledgers it is the recording key, which only model calls carry.
@@ -46,29 +51,6 @@ ATTEMPT_FIELDS = ("attempt", "attempts", "try", "retry")
 
 # How much of an input key a message shows.
 _INPUT_SHOWN = 24
-
-_WORD = re.compile(r"[a-z]+")
-
-
-def classify_event(event: str | None) -> str:
-    """model_call, cache_hit, fallback or other, from an event name's words."""
-    if not event:
-        return OTHER
-    words = set(_WORD.findall(event.lower()))
-    text = event.lower()
-    if "fallback" in text or words & {"degraded", "degrade", "rules", "rule", "heuristic"}:
-        return FALLBACK
-    if "miss" in words:
-        return OTHER  # a cache miss is followed by the model call it causes; count that one
-    if "cache" in text or words & {"cached", "hit"}:
-        return CACHE_HIT
-    if words & {"error", "failed", "failure", "timeout"}:
-        # An error event usually accompanies the model_call it belongs to; counting both
-        # would double the attempts.
-        return OTHER
-    if words & {"model", "llm", "completion", "completions", "chat", "api", "retry", "attempt"}:
-        return MODEL_CALL
-    return OTHER
 
 
 def _scalar(value: Any) -> str | None:

@@ -1,10 +1,10 @@
 """Format registry: sniff a recording file, hand it to its parser, never raise.
 
 A new format is one module exposing `NAME`, `sniff(path, head)` and
-`parse(path, data, limits)`, plus one line in `FORMATS`. Order matters: the
-first module whose sniff says yes parses the file. JSON documents are told
-apart by their top-level keys (cassette task, HAR, VCR, fixtures), JSON Lines
-by the keys of their first object (ledger, trace, agent log).
+`parse(path, data, limits)`, plus one line in `FORMATS`. Every sniff answers how
+sure it is (base.NO .. base.SURE, from the content: known keys, several lines, the
+inner shape); the surest reader parses the file, a tie going to the one listed
+first. JSON documents are told apart by their keys, JSON Lines by a sample of lines.
 
 ParsedFinding kinds: parse_error, unknown_format, empty_file, file_too_large,
 invalid_structure, invalid_field, missing_field, invalid_har, bad_line,
@@ -23,6 +23,7 @@ from cassettes_app.formats import (
     agent_log,
     base,
     cassette_json,
+    exchange,
     fixture_json,
     har,
     ledger,
@@ -60,10 +61,12 @@ __all__ = [
     "detect",
     "parse_file",
     "parse_path",
+    "rank",
 ]
 
 FORMATS: list[ModuleType] = [
     cassette_json,
+    exchange,
     har,
     vcr,
     nock,
@@ -86,18 +89,27 @@ def _strip_gz(path: str) -> str:
     return path[:-3] if path.lower().endswith(".gz") else path
 
 
-def detect(path: str, head: bytes) -> ModuleType | None:
-    """The first format whose sniff accepts this file head, or None."""
+def rank(path: str, head: bytes) -> list[tuple[float, ModuleType]]:
+    """Every reader that would take this file head, surest first (ties: FORMATS order)."""
     if head.startswith(bodies.GZIP_MAGIC):
         head = bodies.peek_gzip(head, HEAD_BYTES)
         path = _strip_gz(path)
+    scored: list[tuple[float, ModuleType]] = []
     for module in FORMATS:
         try:
-            if module.sniff(path, head):
-                return module
+            score = float(module.sniff(path, head))
         except Exception:  # noqa: S112 - a sniffer that trips simply does not claim the file
             continue
-    return None
+        if score > base.NO:
+            scored.append((score, module))
+    scored.sort(key=lambda pair: -pair[0])  # stable: the first listed wins a tie
+    return scored
+
+
+def detect(path: str, head: bytes) -> ModuleType | None:
+    """The reader surest that this file head is its format, or None."""
+    ranked = rank(path, head)
+    return ranked[0][1] if ranked else None
 
 
 def parse_file(

@@ -9,6 +9,9 @@ from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
     CLAUDE_CODE,
     CODEX,
+    LIKELY,
+    NO,
+    SURE,
     ParsedFinding,
     ParsedInteraction,
     ParsedMessage,
@@ -32,16 +35,21 @@ from cassettes_app.providers.common import ToolCall
 NAME = "agent_log"
 
 
-def sniff(path: str, head: bytes) -> bool:
-    """JSON Lines whose first object is a chat message or a request/response pair, and not
-    an agent log of a family this reader does not understand (it would read nothing)."""
+def sniff(path: str, head: bytes) -> float:
+    """JSON Lines of chat messages or request/response pairs: sure for the transcripts this
+    reader knows (Claude Code, Codex) and when most sampled lines are messages; likely when
+    the first one is. Never an agent log of a family it does not understand."""
     obj = jsonl_head(path, head)
     if obj is None:
-        return False
-    family = looks_like(jsonl_sample(head))
+        return NO
+    sample = jsonl_sample(head)
+    family = looks_like(sample)
     if family in (CLAUDE_CODE, CODEX):
-        return True  # transcripts whose message lines this reader understands
-    return family is None and is_agent_line(obj)
+        return SURE
+    if family is not None or not is_agent_line(obj):
+        return NO
+    messages = sum(is_agent_line(line) for line in sample)
+    return SURE if messages * 2 > len(sample) else LIKELY
 
 
 def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParseResult:

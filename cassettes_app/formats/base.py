@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import datetime as dt
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -287,6 +288,12 @@ def guess_model(url: str | None, *payloads: Any) -> str | None:
 
 # --- sniffing ----------------------------------------------------------------
 
+# How sure a reader's sniff is that a file is its format. Every reader is asked; the surest
+# wins, and a tie goes to the reader listed first. SURE: the format's own marks (a HAR
+# `log`, VCR's `interactions`, a nock scope); LIKELY: the right shape with the usual keys;
+# MAYBE: a shape other readers share (a JSON object with `text`).
+NO, MAYBE, LIKELY, SURE = 0.0, 0.4, 0.7, 1.0
+
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonlines")
 
 # The tokens of a JSON head: a string (with `:` after it when it is a key) or a bracket.
@@ -431,9 +438,36 @@ def json_top_keys(text: str) -> tuple[str | None, set[str]]:
     return kind, keys
 
 
+@functools.lru_cache(maxsize=4)
+def _head_keys(head: bytes) -> tuple[str | None, frozenset[str]]:
+    # Every reader's sniff asks for the same head's keys: parse it once (bytes cache
+    # their hash, so the lookup is cheap even for a 256 KiB head).
+    doc = head_document(head)
+    if isinstance(doc, dict):
+        return "object", frozenset(k for k in doc if isinstance(k, str))
+    if isinstance(doc, list):
+        first = doc[0] if doc else None
+        return "array", frozenset(first) if isinstance(first, dict) else frozenset()
+    kind, keys = json_top_keys(head_text(head))
+    return kind, frozenset(keys)
+
+
+@functools.lru_cache(maxsize=4)
+def head_document(head: bytes) -> Any:
+    """The head parsed as one JSON document when it is one whole (small files), else None."""
+    text = head_text(head).strip()
+    if not text.startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def json_doc_keys(path: str, head: bytes) -> tuple[str | None, set[str]]:
     """`json_top_keys` of a file head; a .jsonl name always reads as JSON Lines."""
-    kind, keys = json_top_keys(head_text(head))
+    kind, frozen = _head_keys(head)
+    keys = set(frozen)
     if kind is not None and path.lower().endswith(JSONL_SUFFIXES):
         return "lines", keys
     return kind, keys
@@ -471,7 +505,12 @@ JSONL_SAMPLE = 20  # lines the JSON Lines sniffers look at, not the first alone
 
 def jsonl_sample(head: bytes, count: int = JSONL_SAMPLE) -> list[dict[str, Any]]:
     """Up to `count` JSON objects from the head's complete lines (a cut last line skipped;
-    lines too long for the head give their visible keys)."""
+    lines too long for the head give their visible keys). Callers must not change them."""
+    return _jsonl_sample(head, count)
+
+
+@functools.lru_cache(maxsize=4)
+def _jsonl_sample(head: bytes, count: int) -> list[dict[str, Any]]:
     text = head_text(head)
     limit = count * 3  # blank and non-object lines are skipped; no need to split the rest
     lines = text.split("\n", limit)

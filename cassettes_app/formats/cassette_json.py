@@ -6,6 +6,10 @@ from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
+    LIKELY,
+    MAYBE,
+    NO,
+    SURE,
     ParsedFinding,
     ParsedInteraction,
     ParsedRecording,
@@ -14,10 +18,12 @@ from cassettes_app.formats.base import (
     as_text_or_none,
     body_findings,
     guess_model,
+    head_document,
     header_pairs,
     json_doc_keys,
     run_parser,
 )
+from cassettes_app.formats.exchange import is_http_request
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
 
 NAME = "cassette_json"
@@ -26,15 +32,24 @@ FIELDS = ("key", "request", "response", "recorded_at", "model")
 _OTHER_FORMATS = {"interactions", "http_interactions", "log"}
 
 
-def sniff(path: str, head: bytes) -> bool:
-    """A JSON object whose top level holds `request` and `response` (or `key`)."""
+def sniff(path: str, head: bytes) -> float:
+    """A JSON object whose top level holds `request` and `response` (or `key`): sure with
+    the task's `key` or `recorded_at`; unlikely when the request is an HTTP message with
+    its own URL and method (a capture, read by the exchange reader)."""
     kind, keys = json_doc_keys(path, head)
-    return (
+    if not (
         kind == "object"
         and "request" in keys
         and ("response" in keys or "key" in keys)
         and not keys & _OTHER_FORMATS
-    )
+    ):
+        return NO
+    if keys & {"key", "recorded_at"}:
+        return SURE
+    doc = head_document(head)
+    if isinstance(doc, dict) and is_http_request(doc.get("request")):
+        return MAYBE
+    return LIKELY
 
 
 def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParseResult:

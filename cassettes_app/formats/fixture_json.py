@@ -8,6 +8,8 @@ from typing import Any
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
     EMPTY_BODY,
+    MAYBE,
+    NO,
     ParsedFinding,
     ParsedInteraction,
     ParsedRecording,
@@ -24,10 +26,10 @@ NAME = "fixture_json"
 _KNOWN = ("text", "response", "model", "recorded_at")
 
 
-def sniff(path: str, head: bytes) -> bool:
-    """A JSON object, or a list of objects, with a `text` key."""
+def sniff(path: str, head: bytes) -> float:
+    """A JSON object, or a list of objects, with a `text` key (a shape others share)."""
     kind, keys = json_doc_keys(path, head)
-    return kind is not None and "text" in keys
+    return MAYBE if kind is not None and "text" in keys else NO
 
 
 def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParseResult:

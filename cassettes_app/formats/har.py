@@ -7,6 +7,9 @@ from urllib.parse import urlencode
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
+    MAYBE,
+    NO,
+    SURE,
     ParsedFinding,
     ParsedInteraction,
     ParsedRecording,
@@ -27,10 +30,14 @@ from cassettes_app.limits import DEFAULT_LIMITS, PARSE_ERRORS, ParseLimits
 NAME = "har"
 
 
-def sniff(path: str, head: bytes) -> bool:
-    """A JSON object with a top-level `log`."""
+def sniff(path: str, head: bytes) -> float:
+    """A JSON object with a top-level `log` (sure), or any JSON object named .har."""
     kind, keys = json_doc_keys(path, head)
-    return kind == "object" and ("log" in keys or path.lower().endswith(".har"))
+    if kind != "object":
+        return NO
+    if "log" in keys:
+        return SURE
+    return MAYBE if path.lower().endswith(".har") else NO
 
 
 def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParseResult:

@@ -13,6 +13,8 @@ from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
+    NO,
+    SURE,
     ParsedFinding,
     ParsedInteraction,
     ParsedRecording,
@@ -30,10 +32,11 @@ from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
 NAME = "nock"
 
 
-def sniff(path: str, head: bytes) -> bool:
+def sniff(path: str, head: bytes) -> float:
     """A JSON array whose first object has nock's `scope` and `method` (and a status)."""
     kind, keys = json_doc_keys(path, head)
-    return kind == "array" and {"scope", "method"} <= keys and bool(keys & {"status", "response"})
+    ok = kind == "array" and {"scope", "method"} <= keys and bool(keys & {"status", "response"})
+    return SURE if ok else NO
 
 
 def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParseResult:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from cassettes_app.formats.base import (
+    LIKELY,
+    NO,
+    SURE,
     ParsedFinding,
     ParseResult,
     TraceHop,
@@ -15,6 +18,7 @@ from cassettes_app.formats.base import (
     is_trace_line,
     jsonl_head,
     jsonl_objects,
+    jsonl_sample,
     run_parser,
 )
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
@@ -22,10 +26,15 @@ from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
 NAME = "trace"
 
 
-def sniff(path: str, head: bytes) -> bool:
-    """JSON Lines whose first object has `url` plus `method`, `trace_id`, `req` or `resp`."""
+def sniff(path: str, head: bytes) -> float:
+    """JSON Lines of HTTP hops (`url` plus `method`, `trace_id`, `req` or `resp`): sure when
+    most sampled lines are hops, likely when the first one is."""
     obj = jsonl_head(path, head)
-    return obj is not None and is_trace_line(obj)
+    if obj is None or not is_trace_line(obj):
+        return NO
+    sample = jsonl_sample(head)
+    hops = sum(is_trace_line(line) for line in sample)
+    return SURE if sample and hops * 2 > len(sample) else LIKELY
 
 
 def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParseResult:

@@ -8,6 +8,9 @@ from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
+    LIKELY,
+    NO,
+    SURE,
     Body,
     ParsedFinding,
     ParsedInteraction,
@@ -35,19 +38,21 @@ _YAML_KEYS = re.compile(
 _URI_PARTS = ("protocol", "host", "port", "path")
 
 
-def sniff(path: str, head: bytes) -> bool:
+def sniff(path: str, head: bytes) -> float:
     """JSON with `interactions`/`http_interactions`/split lists, or YAML with those keys."""
     if head.startswith(bodies.GZIP_MAGIC):
         head = bodies.peek_gzip(head)
     text = head_text(head)
     kind, keys = json_doc_keys(path, head)
     if kind == "object":
-        return (
-            bool(keys & {"interactions", "http_interactions"}) or {"requests", "responses"} <= keys
-        )
+        if keys & {"interactions", "http_interactions"}:
+            return SURE
+        return LIKELY if {"requests", "responses"} <= keys else NO
     if kind == "array":
-        return {"request", "response"} <= keys
-    return bool(_YAML_KEYS.search(text))
+        return LIKELY if {"request", "response"} <= keys else NO
+    if kind is not None:
+        return NO
+    return LIKELY if _YAML_KEYS.search(text) else NO
 
 
 def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParseResult:

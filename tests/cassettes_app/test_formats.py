@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from cassettes_app.formats import (
     parse_path,
     vcr,
 )
-from tests.paths import FIXTURES
+from tests.paths import FIXTURES, ROOT
 
 CASSETTE_KEY = "ed9c62e0ac547b69"
 
@@ -83,7 +84,13 @@ def test_every_sample_file_is_covered() -> None:
 
 def test_registry_lists_each_format_once_with_the_shared_interface() -> None:
     names = [module.NAME for module in FORMATS]
-    assert len(names) == len(set(names)) == 8
+    assert len(names) == len(set(names))
+    # Every module of the package with a sniff is a reader, and every reader is listed.
+    modules = [
+        importlib.import_module(f"cassettes_app.formats.{p.stem}")
+        for p in (ROOT / "cassettes_app" / "formats").glob("*.py")
+    ]
+    assert {m for m in modules if hasattr(m, "sniff")} == set(FORMATS)
     for module in FORMATS:
         assert callable(module.sniff) and callable(module.parse)
 

@@ -57,3 +57,79 @@ def test_a_ledger_of_only_other_events_is_not_passed() -> None:
     outcome = ledger_consistent(result.ledger, "ledger.jsonl")
     assert outcome.status == "skip"
     assert "none of the 2 entries" in outcome.summary and "heartbeat" in outcome.summary
+
+
+CAPTURE = {
+    "request": {
+        "method": "POST",
+        "url": "https://api.openai.com/v1/chat/completions",
+        "headers": {"content-type": "application/json"},
+        "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]},
+    },
+    "response": {
+        "status_code": 200,
+        "headers": {"content-type": "application/json"},
+        "body": {
+            "model": "gpt-4o-mini",
+            "choices": [{"message": {"role": "assistant", "content": "hello"}}],
+        },
+    },
+}
+
+
+def test_a_request_response_capture_keeps_its_url_status_and_turn() -> None:
+    from cassettes_app.analysis.turns import body_payload
+    from cassettes_app.providers import normalise
+
+    result = parse_file("captures/call.json", json.dumps(CAPTURE).encode())
+    assert result.format == "http_exchange"
+    (interaction,) = result.recordings[0].interactions
+    assert interaction.url == "https://api.openai.com/v1/chat/completions"
+    assert (interaction.method, interaction.status) == ("POST", 200)
+    exchange = normalise(
+        body_payload(interaction.request_body),
+        body_payload(interaction.response_body),
+        interaction.url,
+    )
+    assert exchange.provider == "openai-chat" and exchange.response.text == "hello"
+
+
+def test_the_cassette_tasks_own_file_stays_with_its_reader() -> None:
+    task = {
+        "key": "k1",
+        "request": CAPTURE["request"]["body"],
+        "response": CAPTURE["response"]["body"],
+        "recorded_at": "2026-11-01T00:00:00Z",
+        "model": "gpt-4o-mini",
+    }
+    assert parse_file("cassettes/k1.json", json.dumps(task).encode()).format == "cassette_json"
+    # Without key and recorded_at, payload-shaped request/response still read as the task's.
+    bare = {"request": task["request"], "response": task["response"]}
+    assert parse_file("cassettes/k1.json", json.dumps(bare).encode()).format == "cassette_json"
+    # ... and with key, even an HTTP-shaped request stays the task's file (it said so).
+    keyed = {**CAPTURE, "key": "k2"}
+    assert parse_file("cassettes/k2.json", json.dumps(keyed).encode()).format == "cassette_json"
+
+
+def test_every_reader_is_asked_and_the_surest_wins() -> None:
+    from cassettes_app.formats import rank
+
+    ranked = rank("captures/call.json", json.dumps(CAPTURE).encode())
+    names = [module.NAME for _, module in ranked]
+    assert names[0] == "http_exchange" and "cassette_json" in names
+    scores = [score for score, _ in ranked]
+    assert scores == sorted(scores, reverse=True) and scores[0] > scores[-1]
+
+
+def test_a_capture_whose_response_never_came_says_so() -> None:
+    lone = {"request": CAPTURE["request"], "response": None}
+    result = parse_file("captures/lost.json", json.dumps(lone).encode())
+    assert result.format == "http_exchange"
+    assert result.recordings[0].interactions[0].status is None
+    assert any("no response recorded" in f.message for f in result.findings)
+
+
+def test_model_calls_with_their_payloads_are_an_agent_log_unless_named_a_ledger() -> None:
+    data = _jsonl({"event": "model_call", "request": {"model": "m"}, "response": {}})
+    assert parse_file("out/calls.jsonl", data).format == "agent_log"
+    assert parse_file("out/ledger.jsonl", data).format == "ledger"
