@@ -49,6 +49,7 @@ from cassettes_app.formats.base import (
     TraceHop,
     looks_binary,
 )
+from cassettes_app.formats.conversation import SYNTHETIC
 from cassettes_app.keys import (
     DEFAULT_KEY_LENGTH,
     is_key_shape,
@@ -399,6 +400,10 @@ class Analyzer:
         if interaction.url:
             self._add_hits(secrets.scan_url(interaction.url, rel))
         for body in (interaction.request_body, interaction.response_body):
+            if body is interaction.request_body and body.encoding_note == SYNTHETIC:
+                # A transcript's call repeats the conversation so far: each of its messages
+                # is scanned once, in the file's text or as the reply it was.
+                continue
             notes = set((body.encoding_note or "").split("; "))
             if text_scanned and not notes & DECODED_NOTES:
                 continue

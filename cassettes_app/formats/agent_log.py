@@ -29,6 +29,7 @@ from cassettes_app.formats.base import (
     run_parser,
     set_models,
 )
+from cassettes_app.formats.conversation import model_calls
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
 from cassettes_app.providers.common import ToolCall
 
@@ -64,9 +65,24 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
     # file-history-snapshot, queue-operation, ...): counted once, not a finding each.
     family = looks_like(jsonl_sample(data[:262144]))
     other: dict[str, int] = {}
+    times: dict[int, str] = {}
+    models: dict[int, str] = {}  # Codex names its model in turn_context lines
     for line, obj in jsonl_objects(result, path, data, limits):
+        stamp = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
         if family == CODEX:
             converted = _codex_message(obj)
+            payload_model = (
+                (obj.get("payload") or {}).get("model")
+                if obj.get("type")
+                in (
+                    "turn_context",
+                    "session_meta",
+                )
+                and isinstance(obj.get("payload"), dict)
+                else None
+            )
+            if isinstance(payload_model, str) and payload_model:
+                models[line] = payload_model
             if converted is None:
                 payload = obj.get("payload") if isinstance(obj.get("payload"), dict) else {}
                 kind = str(payload.get("type") or obj.get("type") or "untyped")[:40]
@@ -94,6 +110,8 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
             )
             continue
         result.messages.append(_message(line, message, limits, result, path))
+        if stamp:
+            times[line] = stamp
     if other:
         kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(other.items())[:8])
         who = "Claude Code" if family == CLAUDE_CODE else "Codex"
@@ -102,13 +120,36 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
                 "bad_line", "info", path, None, f"{who} bookkeeping lines not read: {kinds}"
             )
         )
+    if result.messages and not recording.interactions:
+        # A transcript: its model calls (one per run of assistant messages) become the
+        # interactions that turns are made of.
+        recording.interactions = _transcript_calls(result, path, models, times)
+        recording.meta["messages"] = len(result.messages)
     if recording.interactions:
         set_models(recording)
+        recording.recorded_at = recording.recorded_at or next(
+            (i.recorded_at for i in recording.interactions if i.recorded_at), None
+        )
         result.recordings.append(recording)
     if not result.messages and not recording.interactions and not result.findings:
         result.findings.append(
             ParsedFinding("empty_file", "warn", path, None, "agent log is empty")
         )
+
+
+def _transcript_calls(
+    result: ParseResult, path: str, models: dict[int, str], times: dict[int, str]
+) -> list[ParsedInteraction]:
+    """Model calls of a transcript; a Codex reply's model is the one its turn named last."""
+    calls = model_calls(result, path, result.messages, times=times)
+    named = sorted(models.items())
+    for call in calls:
+        line = call.extra.get("line")
+        model = next((m for at, m in reversed(named) if line is not None and at < line), None)
+        for body in (call.request_body.json, call.response_body.json):
+            if model and isinstance(body, dict) and not body.get("model"):
+                body["model"] = model
+    return calls
 
 
 _CODEX_ROLES = {"developer": "system", "user": "user", "assistant": "assistant", "system": "system"}

@@ -54,7 +54,7 @@ SAMPLES = [
     ("agent_pairs_gemini.jsonl", "agent_log", 1, 2),
     ("replay.jsonl", "trace", 0, 0),
     ("ledger.jsonl", "ledger", 0, 0),
-    ("agent_anthropic.jsonl", "agent_log", 0, 0),
+    ("agent_anthropic.jsonl", "agent_log", 1, 2),
 ]
 
 
@@ -384,6 +384,26 @@ def test_anthropic_agent_log() -> None:
     assert messages[2].tool_call_id == "toolu_01A"
     assert messages[3].role == "assistant"  # unwrapped from {"type", "message"}
     assert messages[3].content[0]["text"].startswith("Done")
+
+
+def test_a_transcript_is_read_as_its_model_calls() -> None:
+    from cassettes_app.analysis.turns import body_payload
+    from cassettes_app.providers import normalise
+
+    first, second = load("agent_anthropic.jsonl").recordings[0].interactions
+    exchanges = [
+        normalise(body_payload(i.request_body), body_payload(i.response_body), i.url)
+        for i in (first, second)
+    ]
+    assert [e.provider for e in exchanges] == ["anthropic", "anthropic"]
+    assert [c.name for c in exchanges[0].response.tool_calls] == ["create_order"]
+    # The second call's request is the first one's, its reply and the tool's result.
+    assert len(second.request_body.json["messages"]) == 3
+    assert second.request_body.json["messages"][:2] == [
+        *first.request_body.json["messages"],
+        {"role": "assistant", "content": first.response_body.json["content"]},
+    ]
+    assert exchanges[1].response.text.startswith("Done")
 
 
 def test_agent_log_request_response_pairs_become_interactions() -> None:

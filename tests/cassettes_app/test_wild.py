@@ -12,8 +12,10 @@ import re
 
 import pytest
 
+from cassettes_app.analysis.turns import body_payload
 from cassettes_app.checks.ledger import ledger_consistent
 from cassettes_app.formats import parse_file
+from cassettes_app.providers import normalise
 from tests.paths import ROOT
 
 WILD = ROOT / "tests" / "fixtures" / "wild"
@@ -94,22 +96,38 @@ def test_an_ndjson_stream_cut_before_its_end_says_so() -> None:
 
 
 TRANSCRIPTS = [
-    # (file, messages, assistant messages, tool calls)
-    ("claude-code/claude-code-viewer-init-session.jsonl", 29, 15, 12),
-    ("claude-code/hunch-claude-session.jsonl", 8, 4, 2),
-    ("codex-rollout/scout-codex-session.jsonl", 34, 19, 12),
-    ("codex-rollout/codex-session-view-rollout-2025-11-17.jsonl", 80, 39, 39),
-]
+    # (file, messages, assistant messages, tool calls, model calls, provider, model)
+    ("claude-code/claude-code-viewer-init-session.jsonl", 29, 15, 12, 7, "anthropic",
+     "claude-sonnet-4-20250514"),
+    ("claude-code/hunch-claude-session.jsonl", 8, 4, 2, 2, "anthropic", "claude-opus-4-6"),
+    ("codex-rollout/scout-codex-session.jsonl", 34, 19, 12, 8, "openai-chat", "gpt-5.5"),
+    ("codex-rollout/codex-session-view-rollout-2025-11-17.jsonl", 80, 39, 39, 39,
+     "openai-chat", "gpt-5.1-codex"),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize(("rel", "messages", "assistant", "calls"), TRANSCRIPTS)
-def test_an_agent_transcript_is_read_message_by_message(rel, messages, assistant, calls) -> None:
+@pytest.mark.parametrize(
+    ("rel", "messages", "assistant", "calls", "model_calls", "provider", "model"), TRANSCRIPTS
+)
+def test_an_agent_transcript_is_read_message_by_message(
+    rel, messages, assistant, calls, model_calls, provider, model
+) -> None:
     data = (WILD / rel).read_bytes()
     result = parse_file(rel, data)
     assert result.format == "agent_log" and result.ledger == []
     assert len(result.messages) == messages
     assert sum(m.role == "assistant" for m in result.messages) == assistant
     assert sum(len(m.tool_calls) for m in result.messages) == calls
+    # Turns: one per model call (a run of assistant lines), in the provider's own shape.
+    (recording,) = result.recordings
+    assert len(recording.interactions) == model_calls and recording.model == model
+    exchanges = [
+        normalise(body_payload(i.request_body), body_payload(i.response_body), i.url)
+        for i in recording.interactions
+    ]
+    assert {e.provider for e in exchanges} == {provider}
+    assert sum(len(e.response.tool_calls) for e in exchanges) == calls
+    assert all(i.recorded_at for i in recording.interactions)
     # Its bookkeeping lines are noted once, never a warning per line.
     assert [f for f in result.findings if f.severity != "info"] == []
     forced = parse_file(rel, data, format_hint="ledger")
