@@ -19,6 +19,7 @@ import brotli
 from cassettes_app import safeload
 from cassettes_app.formats.base import Body, get_header, header_pairs
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
+from cassettes_app.providers import eventstream
 from cassettes_app.providers.ndjson import decode_ndjson
 from cassettes_app.providers.sse import decode_stream
 
@@ -168,7 +169,14 @@ def _charset(content_type: str | None) -> str | None:
 
 
 _NDJSON_TYPES = frozenset(
-    {"application/x-ndjson", "application/ndjson", "application/jsonl", "application/jsonlines"}
+    {
+        "application/x-ndjson",
+        "application/ndjson",
+        "application/jsonl",
+        "application/jsonlines",
+        "application/stream+json",  # Cohere v1 streams
+        "application/x-json-stream",
+    }
 )
 
 
@@ -266,6 +274,14 @@ def decode_body(
         if problem:
             problems.append(f"{encoding}: {problem}")
 
+    if media == eventstream.MEDIA_TYPE or (
+        media in ("", "application/octet-stream") and eventstream.looks_like_eventstream(data)
+    ):
+        parsed, es_note, es_problems = eventstream.decode_eventstream(data, limits)
+        notes.insert(0, es_note)
+        problems.extend(es_problems)
+        return _body(data, None, parsed, content_type, notes, True, truncated, problems)
+
     is_binary = False
     if text is None:
         text = _as_text(data, _charset(content_type), cut=truncated)
@@ -286,7 +302,7 @@ def decode_body(
         truncated = truncated or sse_truncated
         problems.extend(sse_problems)
     elif media in _NDJSON_TYPES or (
-        media in ("", "text/plain", "application/json") and _looks_ndjson(stripped)
+        (media in ("", "text/plain") or _is_json_type(media)) and _looks_ndjson(stripped)
     ):
         parsed, nd_note, nd_truncated, nd_problems = decode_ndjson(text, limits)
         notes.insert(0, nd_note)

@@ -1,4 +1,4 @@
-"""NDJSON streams (`application/x-ndjson`, one JSON object per line), as Ollama streams.
+"""NDJSON streams (`application/x-ndjson`, one JSON object per line): Ollama's, Cohere v1's.
 
 Ollama's `/api/chat` and `/api/generate` send chunks with `message.content` (or `response`)
 and `done`; the last one (`done: true`) carries the counts. Folded here into the one object
@@ -11,6 +11,7 @@ from typing import Any
 
 from cassettes_app import safeload
 from cassettes_app.limits import ParseLimits
+from cassettes_app.providers import cohere
 
 
 def parse_ndjson(text: str, limits: ParseLimits) -> tuple[list[Any], list[str], bool]:
@@ -76,4 +77,7 @@ def decode_ndjson(text: str, limits: ParseLimits) -> tuple[Any, str, bool, list[
     if dicts and is_ollama(dicts):
         folded, more = fold_ollama(dicts)
         return folded, note + " (ollama stream, folded)", capped, problems + more
+    if dicts and cohere.is_v1(dicts):
+        folded, more = cohere.fold_v1(dicts)
+        return folded, note + " (cohere stream, folded)", capped, problems + more
     return objects, note, capped, problems

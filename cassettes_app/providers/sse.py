@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from cassettes_app import safeload
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
+from cassettes_app.providers import cohere
 from cassettes_app.providers.anthropic import fold_stream as anthropic_fold
 from cassettes_app.providers.gemini import fold_stream as gemini_fold
 from cassettes_app.providers.openai_chat import fold_stream as openai_chat_fold
@@ -115,6 +116,7 @@ STREAM_FOLDS: dict[str, Callable[[list[dict[str, Any]], ParseLimits], tuple[Any,
     "openai_responses": openai_responses_fold,
     "anthropic": anthropic_fold,
     "gemini": gemini_fold,
+    "cohere": cohere.fold_stream,
 }
 
 
@@ -173,6 +175,8 @@ def stream_kind(payloads: list[dict[str, Any]]) -> str | None:
             return "anthropic"
         if "candidates" in obj:
             return "gemini"
+        if kind in cohere.V2_TYPES:
+            return "cohere"
         choices = obj.get("choices")
         if isinstance(choices, list) and choices and "delta" in (choices[0] or {}):
             return "openai_chat"
