@@ -19,7 +19,10 @@ import brotli
 from cassettes_app import safeload
 from cassettes_app.formats.base import Body, get_header, header_pairs
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
-from cassettes_app.providers import eventstream
+from cassettes_app.providers.eventstream import (
+    MEDIA_TYPE as EVENTSTREAM,
+)
+from cassettes_app.providers.eventstream import decode_eventstream, looks_like_eventstream
 from cassettes_app.providers.ndjson import decode_ndjson
 from cassettes_app.providers.sse import decode_stream
 
@@ -274,13 +277,8 @@ def decode_body(
         if problem:
             problems.append(f"{encoding}: {problem}")
 
-    if media == eventstream.MEDIA_TYPE or (
-        media in ("", "application/octet-stream") and eventstream.looks_like_eventstream(data)
-    ):
-        parsed, es_note, es_problems = eventstream.decode_eventstream(data, limits)
-        notes.insert(0, es_note)
-        problems.extend(es_problems)
-        return _body(data, None, parsed, content_type, notes, True, truncated, problems)
+    if _is_eventstream(media, data):
+        return _eventstream_body(data, content_type, notes, truncated, problems, limits)
 
     is_binary = False
     if text is None:
@@ -322,6 +320,25 @@ def decode_body(
             else:
                 notes.append(f"not JSON: {exc.message}")
     return _body(data, text, parsed, content_type, notes, is_binary, truncated, problems)
+
+
+def _is_eventstream(media: str, data: bytes) -> bool:
+    """An AWS event stream: said so, or binary whose first frame's checksum holds."""
+    return media == EVENTSTREAM or (
+        media in ("", "application/octet-stream") and looks_like_eventstream(data)
+    )
+
+
+def _eventstream_body(
+    data: bytes,
+    content_type: str | None,
+    notes: list[str],
+    truncated: bool,
+    problems: list[str],
+    limits: ParseLimits,
+) -> Body:
+    parsed, note, more = decode_eventstream(data, limits)
+    return _body(data, None, parsed, content_type, [note, *notes], True, truncated, problems + more)
 
 
 def _raw_bytes(

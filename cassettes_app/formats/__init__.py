@@ -26,8 +26,11 @@ from cassettes_app.formats import (
     exchange,
     fixture_json,
     har,
+    langfuse,
+    langsmith,
     ledger,
     nock,
+    spans,
     trace,
     vcr,
 )
@@ -74,6 +77,9 @@ FORMATS: list[ModuleType] = [
     ledger,
     trace,
     agent_log,
+    spans,
+    langsmith,
+    langfuse,
 ]
 
 # How much of a file the sniffers see.

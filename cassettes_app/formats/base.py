@@ -7,6 +7,7 @@ import datetime as dt
 import functools
 import json
 import re
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -217,7 +218,9 @@ def header_pairs(raw: Any) -> tuple[list[tuple[str, str]], list[str]]:
     coerced: list[str] = []
 
     def add(name: Any, value: Any) -> None:
-        if not isinstance(value, str):
+        # Bytes are a recorder's explicit binary value (vcrpy's !!binary for botocore's
+        # header bytes), not a YAML 1.1 coercion: read as their text, nothing to report.
+        if not isinstance(value, str | bytes):
             coerced.append(scalar_text(name))
         pairs.append((scalar_text(name), scalar_text(value)))
 
@@ -233,7 +236,10 @@ def header_pairs(raw: Any) -> tuple[list[tuple[str, str]], list[str]]:
     elif isinstance(raw, Iterable) and not isinstance(raw, str | bytes):
         for item in raw:
             if isinstance(item, Mapping) and "name" in item:
-                add(item.get("name"), item.get("value"))
+                value = item.get("value")
+                # Polly.JS 1.x writes repeated headers as one entry with a list of values.
+                for one in value if isinstance(value, list) else [value]:
+                    add(item.get("name"), one)
             elif isinstance(item, list | tuple) and len(item) == 2:
                 add(item[0], item[1])
     return pairs, coerced
@@ -269,6 +275,10 @@ def as_status(value: Any) -> int | None:
 
 
 _GEMINI_MODEL = re.compile(r"/models/([A-Za-z0-9._-]+)(?::|$|\?)")
+# Bedrock runtime: /model/<model id, URL-encoded>/invoke, converse, ...-stream.
+_BEDROCK_MODEL = re.compile(
+    r"/model/([^/?#]+)/(?:invoke|converse|invoke-with-response-stream|converse-stream)\b"
+)
 
 
 def guess_model(url: str | None, *payloads: Any) -> str | None:
@@ -283,6 +293,9 @@ def guess_model(url: str | None, *payloads: Any) -> str | None:
         match = _GEMINI_MODEL.search(url)
         if match:
             return match.group(1)
+        match = _BEDROCK_MODEL.search(url)
+        if match:
+            return urllib.parse.unquote(match.group(1))
     return None
 
 

@@ -12,7 +12,14 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from cassettes_app.providers import anthropic, gemini, openai_chat, openai_responses, sse
+from cassettes_app.providers import (
+    anthropic,
+    compat,
+    gemini,
+    openai_chat,
+    openai_responses,
+    sse,
+)
 from cassettes_app.providers.common import (
     Exchange,
     Malformed,
@@ -36,7 +43,7 @@ __all__ = [
     "normalise",
 ]
 
-PROVIDERS = ("openai-chat", "openai-responses", "anthropic", "gemini", "unknown")
+PROVIDERS = ("openai-chat", "openai-responses", "anthropic", "gemini", *compat.NAMES, "unknown")
 
 
 def _load(body: Any) -> Any:
@@ -59,7 +66,8 @@ def _load(body: Any) -> Any:
 def detect_provider(request: Any, response: Any, url: str | None = None) -> str:
     """Return the provider id for a recorded request/response (never raises)."""
     try:
-        return detect(_load(request), _load(response), url)
+        req, resp = _load(request), _load(response)
+        return compat.detect(req, resp, url) or detect(req, resp, url)
     except Exception:
         return "unknown"
 
@@ -88,7 +96,13 @@ def normalise(request: Any, response: Any, url: str | None = None) -> Exchange:
     provider = "unknown"
     try:
         req, resp = _load(request), _load(response)
-        provider = detect(req, resp, url)
+        provider = compat.detect(req, resp, url) or detect(req, resp, url)
+        if provider in compat.NAMES:
+            # Ollama, Cohere, Bedrock Converse: read through their OpenAI chat translation.
+            chat_req, chat_resp = compat.translate(provider, req, resp, url)
+            ex = Exchange(provider, None, [], None, {}, request, response)
+            openai_chat.parse(chat_req, chat_resp, url, ex)
+            return ex
         if provider == "unknown":
             return _unknown(request, response, req, resp, [])
         ex = Exchange(provider, None, [], None, {}, request, response)

@@ -55,8 +55,10 @@ def _detect_request(req: Any) -> str | None:
         return "gemini"
     if "messages" not in req and ("input" in req or "instructions" in req):
         model = req.get("model")
-        if isinstance(model, str) and "embed" in model:
-            return None  # an embeddings call also has "input"
+        if not isinstance(model, str) or "embed" in model:
+            # An embeddings call has "input" too; so do other APIs' bodies (a video
+            # service's asset, an Assistants run): without a model it is no Responses call.
+            return None
         return "openai-responses"
     if "messages" not in req:
         return None
@@ -117,9 +119,24 @@ def _detect_url(url: str | None) -> str | None:
     return None
 
 
+_OTHER_OPENAI_APIS = ("/assistants", "/threads", "/vector_stores", "/files", "/batches")
+
+
+def _other_openai_api(url: str | None) -> bool:
+    """An OpenAI endpoint that is not a model call (Assistants objects, files, batches)."""
+    try:
+        path = urlsplit(url or "").path.lower()
+    except ValueError:
+        return False
+    return any(part in path for part in _OTHER_OPENAI_APIS)
+
+
 def detect(req: Any, resp: Any, url: str | None) -> str:
     """Body shape wins over URL because proxies and compat endpoints reuse each other's paths."""
-    found = _detect_response(resp) or _detect_request(req) or _detect_url(url)
+    by_request = _detect_request(req)
+    if by_request == "openai-responses" and _other_openai_api(url):
+        by_request = None  # creating an assistant or a run has model and instructions too
+    found = _detect_response(resp) or by_request or _detect_url(url)
     if found:
         return found
     if isinstance(req, dict) and isinstance(req.get("messages"), list):

@@ -11,7 +11,7 @@ from typing import Any
 
 from cassettes_app import safeload
 from cassettes_app.limits import ParseLimits
-from cassettes_app.providers import cohere
+from cassettes_app.providers.cohere import fold_v1, is_v1
 
 
 def parse_ndjson(text: str, limits: ParseLimits) -> tuple[list[Any], list[str], bool]:
@@ -77,7 +77,7 @@ def decode_ndjson(text: str, limits: ParseLimits) -> tuple[Any, str, bool, list[
     if dicts and is_ollama(dicts):
         folded, more = fold_ollama(dicts)
         return folded, note + " (ollama stream, folded)", capped, problems + more
-    if dicts and cohere.is_v1(dicts):
-        folded, more = cohere.fold_v1(dicts)
+    if dicts and is_v1(dicts):
+        folded, more = fold_v1(dicts)
         return folded, note + " (cohere stream, folded)", capped, problems + more
     return objects, note, capped, problems

@@ -13,8 +13,9 @@ from typing import Any, NamedTuple
 
 from cassettes_app import safeload
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
-from cassettes_app.providers import cohere
 from cassettes_app.providers.anthropic import fold_stream as anthropic_fold
+from cassettes_app.providers.cohere import V2_TYPES as COHERE_V2_TYPES
+from cassettes_app.providers.cohere import fold_stream as cohere_fold
 from cassettes_app.providers.gemini import fold_stream as gemini_fold
 from cassettes_app.providers.openai_chat import fold_stream as openai_chat_fold
 from cassettes_app.providers.openai_responses import fold_stream as openai_responses_fold
@@ -116,7 +117,7 @@ STREAM_FOLDS: dict[str, Callable[[list[dict[str, Any]], ParseLimits], tuple[Any,
     "openai_responses": openai_responses_fold,
     "anthropic": anthropic_fold,
     "gemini": gemini_fold,
-    "cohere": cohere.fold_stream,
+    "cohere": cohere_fold,
 }
 
 
@@ -175,7 +176,7 @@ def stream_kind(payloads: list[dict[str, Any]]) -> str | None:
             return "anthropic"
         if "candidates" in obj:
             return "gemini"
-        if kind in cohere.V2_TYPES:
+        if kind in COHERE_V2_TYPES:
             return "cohere"
         choices = obj.get("choices")
         if isinstance(choices, list) and choices and "delta" in (choices[0] or {}):

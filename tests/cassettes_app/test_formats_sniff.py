@@ -17,7 +17,7 @@ OTEL = _jsonl(
         "trace_id": "a1",
         "span_id": "b1",
         "name": "chat gpt-4o",
-        "attributes": {"gen_ai.system": "openai"},
+        "attributes": {"gen_ai.system": "openai", "gen_ai.request.model": "gpt-4o"},
     },
     {"trace_id": "a1", "span_id": "b2", "name": "tool call", "attributes": {}},
 )
@@ -38,13 +38,27 @@ def test_a_file_whose_later_lines_are_chat_messages_is_not_a_ledger() -> None:
     assert module is None or module.NAME != "ledger"
 
 
-def test_an_opentelemetry_export_is_named_not_passed_as_a_ledger() -> None:
-    assert detect("traces/spans.jsonl", OTEL) is None
+def test_an_opentelemetry_export_is_read_as_spans_not_passed_as_a_ledger() -> None:
+    assert detect("traces/spans.jsonl", OTEL).NAME == "otel_spans"
     result = parse_file("traces/spans.jsonl", OTEL)
+    assert result.ledger == []
+    (recording,) = result.recordings
+    assert recording.meta["spans"] == 2  # the chat span is a call (no messages kept)
+    assert len(recording.interactions) == 1
+    forced = parse_file("traces/spans.jsonl", OTEL, format_hint="ledger")
+    assert ledger_consistent(forced.ledger, "traces/spans.jsonl").status != "pass"
+
+
+def test_a_known_family_this_tool_cannot_read_is_named_with_the_reason() -> None:
+    from cassettes_app.formats import base
+
+    # A line shape no reader takes, of a family looks_like knows: named, never passed.
+    lines = [{"trace_id": "t", "span_id": "s", "name": "x", "attributes": {}}] * 2
+    result = parse_file("spans.jsonl", _jsonl(*lines))
+    assert base.looks_like(lines) == "an OpenTelemetry span export"
     (finding,) = result.findings
     assert finding.kind == "unknown_format"
     assert "looks like an OpenTelemetry span export" in finding.message
-    assert result.ledger == []
 
 
 def test_the_sample_skips_a_line_cut_by_the_head() -> None:

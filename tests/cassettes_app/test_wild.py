@@ -154,7 +154,123 @@ def test_every_wild_file_is_listed_with_its_provenance() -> None:
     assert files == listed
 
 
-@pytest.mark.parametrize("rel", [r[0] for r in READ if r[0].endswith((".yml", ".yaml", ".json"))])
+FAMILIES = [
+    # (file, reader, interactions, providers, model, an answer's start, tool calls asked for)
+    # Expected values were counted from the files by a separate script (json/yaml only).
+    ("bedrock-eventstream/opentelemetry-python-contrib-invoke-model-stream-claude.yaml", "vcr",
+     1, {"anthropic"}, "claude-2.0", "Okay, I will repeat: This is a test", []),
+    ("bedrock-eventstream/pydantic-ai-bedrock-converse-stream.yaml", "vcr", 1,
+     {"bedrock-converse"}, "us.amazon.nova-micro-v1:0", "The capital of France is Paris.", []),
+    ("cohere-stream/langchain-cohere-v1-chat-stream.yaml", "vcr", 1, {"cohere"}, None,
+     "Oh, hello there, Pickle Rick!", []),
+    ("cohere-stream/langchain-cohere-v2-chat-stream.yaml", "vcr", 1, {"cohere"}, "command-r",
+     "Hi there! You're Pickle Rick?", []),
+    ("gemini-stream/openinference-langchain-vertex-gemini-streaming.yaml", "vcr", 1, {"gemini"},
+     "gemini-2.5-flash", "I told my wife she was drawing her eyebrows too high.", []),
+    ("go-vcr/cagent-mistral-exec-streaming.yaml", "vcr", 1, {"openai-chat"}, "mistral-small",
+     "The sum of 2 + 2 is 4.", []),
+    ("go-vcr/genai-cohere-genstream-text.yaml", "vcr", 1, {"cohere"}, "command-r7b-12-2024",
+     "Hello.", []),
+    ("mistral-stream/openinference-mistralai-sync-streaming.yaml", "vcr", 1, {"openai-chat"},
+     "mistral-small-latest", "France won World Cup", []),
+    ("ruby-vcr/langchainrb-ollama-chat-streaming.yml", "vcr", 1, {"ollama"}, "llama3.2",
+     "I'm just a language model, so I don't have emotions", []),
+    ("vcrpy-httpx/mirascope-anthropic-call-with-params.yaml", "vcr", 1, {"anthropic"},
+     "claude-sonnet-4-20250514", "4200 + 42 = ", []),
+    ("vcrpy-httpx/openinference-portkey-chat-completion.yaml", "vcr", 1, {"openai-chat"},
+     "gpt-4o-mini-2024-07-18", "I don't have real-time data access", []),
+    ("vcrpy-requests/openinference-bedrock-claude-invoke-model.yaml", "vcr", 1, {"anthropic"},
+     "claude-3-haiku-20240307", "Sure, I'd be happy to explain large language models", []),
+    ("vcrpy-requests/opentelemetry-python-contrib-vertexai-generate-content.yaml", "vcr", 1,
+     {"gemini"}, "gemini-2.5-pro", "This is a test.", []),
+    ("har-chrome/pagexray-chrome-run-sitespeed-io.har", "har", 10, {"unknown"}, None, None, []),
+    ("har-chrome/perfcascade-chrome-h2-nghttp2.har", "har", 11, {"unknown"}, None, None, []),
+    ("har-firefox/mitmproxy-firefox-mitmproxy-org.har", "har", 14, {"unknown"}, None, None, []),
+    ("har-firefox/perfcascade-firefox-nghttp2.har", "har", 10, {"unknown"}, None, None, []),
+    ("har-playwright/playwright-har-fulfill.har", "har", 5, {"unknown"}, None, None, []),
+    ("har-playwright/playwright-har-redirect.har", "har", 3, {"unknown"}, None, None, []),
+    ("har-playwright/temporal-ui-with-schedules.har", "har", 5, {"unknown"}, None, None, []),
+    ("polly/pollyjs-jest-node-fetch-should-return-post.har", "har", 1, {"unknown"}, None, None,
+     []),
+    ("polly/ragged-openai-assistants-can-chat.har", "har", 7, {"unknown"}, "gpt-3.5-turbo", None,
+     []),
+    ("polly/ragged-openai-chat-tool-calling.har", "har", 1, {"openai-chat"},
+     "gpt-3.5-turbo-0125", None, ["todays-news"]),
+    ("otel-genai/agentevals-tempo-export-with-batches.json", "otel_spans", 6, {"openai-chat"},
+     "gpt-4.1-mini", "There are two Helm releases", ["helm_list_releases"]),
+    ("otel-genai/any-agent-openai-trace.json", "otel_spans", 3, {"openai-chat"},
+     "mistral/mistral-small-latest", '{"steps": [', ["get_current_time", "write_file"]),
+    ("otel-genai/langwatch-dogfood-claude-code-otlp.json", "otel_spans", 1, {"openai-chat"},
+     "claude-sonnet-4.6", None, []),
+    ("otel-genai/openinference-vercel-ai-generatetext-dogenerate.json", "otel_spans", 2,
+     {"openai-chat"}, "gpt-4o-mini-2024-07-18", "Lines of code align,", []),
+    ("openinference/openinference-genai-client-span-tool-calls.json", "otel_spans", 1,
+     {"openai-chat"}, "gpt-4-0613", "The weather in Paris is currently rainy", []),
+    ("openinference/phoenix-pxi-turn-trace.json", "otel_spans", 9, {"openai-chat"},
+     "claude-fable-5", None,
+     ["list_datasets", "list_datasets", "ask_user", "create_dataset"]),
+    ("langsmith/langsmith-sdk-js-wrap-openai-default.json", "langsmith", 1, {"openai-chat"},
+     "gpt-4o-mini-2024-07-18", "Howdy! How can I assist you today?", []),
+    ("langsmith/langsmith-sdk-py-wrap-openai.json", "langsmith", 1, {"openai-chat"},
+     "gpt-4o-mini-2024-07-18", "Howdy! How can I assist you today?", []),
+    ("langfuse/langfuse-chatml-vercel-aisdk-2025-11-17.trace.json", "langfuse", 2,
+     {"openai-chat"}, "gpt-5", None, ["getWeather", "getWeather"]),
+    ("langfuse/langfuse-seeder-google-adk-2025-08-28.json", "langfuse", 2, {"openai-chat"},
+     "gemini-2.0-flash", "Hello Langfuse", ["say_hello"]),
+]  # fmt: skip
+
+
+def _exchanges(recording):
+    return [
+        normalise(body_payload(i.request_body), body_payload(i.response_body), i.url)
+        for i in recording.interactions
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rel", "fmt", "count", "providers", "model", "answer", "tools"),
+    FAMILIES,
+    ids=[f[0] for f in FAMILIES],
+)
+def test_a_real_file_of_every_family_gives_its_calls_and_turns(
+    rel, fmt, count, providers, model, answer, tools
+) -> None:
+    result = parse_file(rel, (WILD / rel).read_bytes())
+    assert result.format == fmt
+    assert [f.message for f in result.findings if f.severity == "error"] == []
+    (recording,) = result.recordings
+    assert len(recording.interactions) == count
+    assert recording.model == model
+    exchanges = _exchanges(recording)
+    assert {e.provider for e in exchanges} == providers
+    texts = [e.response.text for e in exchanges if e.response and e.response.text]
+    if answer is not None:
+        assert any(t.startswith(answer) for t in texts), texts[:3]
+    called = [c.name for e in exchanges if e.response for c in e.response.tool_calls]
+    assert called[: len(tools)] == tools
+    assert all(not e.problems for e in exchanges if e.provider != "unknown")
+
+
+def test_every_wild_file_has_its_expectations() -> None:
+    files = {
+        str(p.relative_to(WILD)) for p in WILD.rglob("*") if p.is_file() and p.name != "SOURCES.md"
+    }
+    expected = {r[0] for r in READ} | {t[0] for t in TRANSCRIPTS} | {f[0] for f in FAMILIES}
+    assert files == expected
+
+
+def test_the_corpus_is_wide() -> None:
+    sources = (WILD / "SOURCES.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| ([\w./-]+) \| ([\w.-]+/[\w.-]+) \|", sources, re.M)
+    assert len(rows) >= 40
+    assert len({repo for _, repo in rows}) >= 25
+    assert len({rel.split("/")[0] for rel, _ in rows}) >= 20  # families
+
+
+CUT = [r[0] for r in READ] + [t[0] for t in TRANSCRIPTS] + [f[0] for f in FAMILIES]
+
+
+@pytest.mark.parametrize("rel", CUT)
 def test_a_cut_off_real_file_is_a_finding_that_says_where_it_broke(rel: str) -> None:
     data = (WILD / rel).read_bytes()
     cut = data[: len(data) * 2 // 3]
