@@ -21,11 +21,14 @@ from types import ModuleType
 from cassettes_app import bodies
 from cassettes_app.formats import (
     agent_log,
+    agents_trace,
     base,
     cassette_json,
     exchange,
+    explorer,
     fixture_json,
     har,
+    inspect_log,
     langfuse,
     langsmith,
     ledger,
@@ -80,6 +83,9 @@ FORMATS: list[ModuleType] = [
     spans,
     langsmith,
     langfuse,
+    inspect_log,
+    explorer,
+    agents_trace,
 ]
 
 # How much of a file the sniffers see.

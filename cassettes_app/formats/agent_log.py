@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
     CLAUDE_CODE,
+    CLAUDE_SDK,
     CODEX,
+    JSONL_SAMPLE,
     LIKELY,
     NO,
     SURE,
@@ -20,8 +23,10 @@ from cassettes_app.formats.base import (
     as_status,
     as_text_or_none,
     body_findings,
+    head_document,
     header_pairs,
     is_agent_line,
+    json_doc_keys,
     jsonl_head,
     jsonl_objects,
     jsonl_sample,
@@ -42,15 +47,42 @@ def sniff(path: str, head: bytes) -> float:
     the first one is. Never an agent log of a family it does not understand."""
     obj = jsonl_head(path, head)
     if obj is None:
-        return NO
+        return _array_score(head)
     sample = jsonl_sample(head)
     family = looks_like(sample)
-    if family in (CLAUDE_CODE, CODEX):
+    if family in (CLAUDE_CODE, CLAUDE_SDK, CODEX):
         return SURE
     if family is not None or not is_agent_line(obj):
         return NO
     messages = sum(is_agent_line(line) for line in sample)
     return SURE if messages * 2 > len(sample) else LIKELY
+
+
+def _array_score(head: bytes) -> float:
+    """A JSON array of the same lines (an SDK stream saved whole) or of chat messages."""
+    doc = head_document(head)
+    items = [o for o in doc[:JSONL_SAMPLE] if isinstance(o, dict)] if isinstance(doc, list) else []
+    if not items:
+        # Cut or too long to parse in the head: the first item's keys still tell.
+        kind, keys = json_doc_keys("", head)
+        wrapped = {"type", "session_id"} <= keys or {"type", "message"} <= keys
+        return LIKELY if kind == "array" and (wrapped or {"role", "content"} <= keys) else NO
+    if looks_like(items) in (CLAUDE_CODE, CLAUDE_SDK):
+        return SURE
+    messages = sum("role" in o and "content" in o for o in items)
+    return LIKELY if messages * 2 > len(items) else NO
+
+
+def _objects(
+    result: ParseResult, path: str, data: bytes, limits: ParseLimits
+) -> Iterator[tuple[int | None, dict[str, Any]]]:
+    """The file's lines, or the items of a file that is one JSON array (no line numbers)."""
+    if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"[":
+        doc = safeload.load_json(data, limits)
+        if isinstance(doc, list):
+            yield from ((None, o) for o in doc if isinstance(o, dict))
+            return
+    yield from jsonl_objects(result, path, data, limits)
 
 
 def parse(path: str, data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> ParseResult:
@@ -63,11 +95,14 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
     ascii_values = bodies.ascii_json(data)
     # A Claude Code transcript interleaves its messages with bookkeeping lines (summary,
     # file-history-snapshot, queue-operation, ...): counted once, not a finding each.
-    family = looks_like(jsonl_sample(data[:262144]))
+    head = data[:262144]
+    doc = head_document(head) if head.lstrip()[:1] == b"[" else None
+    sample = [o for o in doc[:JSONL_SAMPLE] if isinstance(o, dict)] if isinstance(doc, list) else []
+    family = looks_like(sample or jsonl_sample(head))
     other: dict[str, int] = {}
     times: dict[int, str] = {}
     models: dict[int, str] = {}  # Codex names its model in turn_context lines
-    for line, obj in jsonl_objects(result, path, data, limits):
+    for line, obj in _objects(result, path, data, limits):
         stamp = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
         if family == CODEX:
             converted = _codex_message(obj)
@@ -89,7 +124,7 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
                 other[kind] = other.get(kind, 0) + 1
                 continue
             obj = {"message": converted}
-        elif family == CLAUDE_CODE and not isinstance(obj.get("message"), dict):
+        elif family in (CLAUDE_CODE, CLAUDE_SDK) and not isinstance(obj.get("message"), dict):
             kind = str(obj.get("type") or "untyped")[:40]
             other[kind] = other.get(kind, 0) + 1
             continue
@@ -102,6 +137,8 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
             continue
         # Wrapped lines ({"type": "assistant", "message": {...}}) carry the message inside.
         message = obj["message"] if isinstance(obj.get("message"), dict) else obj
+        if "role" not in message and message is not obj and obj.get("type") in _WRAPPED_ROLES:
+            message = {**message, "role": obj["type"]}  # the SDK's user lines omit the role
         if "role" not in message:
             result.findings.append(
                 ParsedFinding(
@@ -110,11 +147,11 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
             )
             continue
         result.messages.append(_message(line, message, limits, result, path))
-        if stamp:
+        if stamp and line is not None:
             times[line] = stamp
     if other:
         kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(other.items())[:8])
-        who = "Claude Code" if family == CLAUDE_CODE else "Codex"
+        who = {CLAUDE_CODE: "Claude Code", CLAUDE_SDK: "Agent SDK stream"}.get(family, "Codex")
         result.findings.append(
             ParsedFinding(
                 "bad_line", "info", path, None, f"{who} bookkeeping lines not read: {kinds}"
@@ -151,6 +188,8 @@ def _transcript_calls(
                 body["model"] = model
     return calls
 
+
+_WRAPPED_ROLES = ("user", "assistant", "system")
 
 _CODEX_ROLES = {"developer": "system", "user": "user", "assistant": "assistant", "system": "system"}
 

@@ -553,6 +553,8 @@ _CLAUDE_CODE_TYPES = frozenset({"summary", "user", "assistant", "system"})
 
 
 CLAUDE_CODE = "a Claude Code session transcript"
+CLAUDE_SDK = "a Claude Agent SDK message stream"
+_CLAUDE_SDK_TYPES = frozenset({"system", "user", "assistant", "result", "stream_event"})
 CODEX = "a Codex CLI rollout"
 
 
@@ -564,6 +566,13 @@ def looks_like(objs: list[dict[str, Any]]) -> str | None:
         types and types <= _CLAUDE_CODE_TYPES and "leafUuid" in keys
     ):
         return CLAUDE_CODE
+    if (
+        types
+        and types <= _CLAUDE_SDK_TYPES
+        and "session_id" in keys
+        and any(isinstance(o.get("message"), Mapping) for o in objs)
+    ):
+        return CLAUDE_SDK  # `claude -p --output-format stream-json`, the Agent SDK's stdio
     if types & _CODEX_TYPES and "payload" in keys:
         return CODEX
     if ({"trace_id", "span_id"} <= keys or {"traceId", "spanId"} <= keys) and (

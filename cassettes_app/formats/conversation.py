@@ -349,7 +349,10 @@ def _from_fields(fields: Mapping[str, Any], role: str) -> dict[str, Any]:
     for call in fields.get("tool_calls") or []:
         if not isinstance(call, Mapping):
             continue
-        function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+        function = call.get("function")
+        if isinstance(function, str):  # inspect_ai: the function's name, arguments beside
+            function = {"name": function}
+        function = function if isinstance(function, Mapping) else {}
         arguments = function.get("arguments", call.get("args", call.get("arguments")))
         calls.append(tool_call(call.get("id"), function.get("name", call.get("name")), arguments))
     out["content"] = content_text

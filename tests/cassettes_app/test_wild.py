@@ -217,6 +217,27 @@ FAMILIES = [
      {"openai-chat"}, "gpt-5", None, ["getWeather", "getWeather"]),
     ("langfuse/langfuse-seeder-google-adk-2025-08-28.json", "langfuse", 2, {"openai-chat"},
      "gemini-2.0-flash", "Hello Langfuse", ["say_hello"]),
+    ("inspect-ai/inspect-ai-analysis-popularity.json", "inspect_log", 3, {"openai-chat"},
+     "gpt-4o-mini-2024-07-18", "Yes", []),
+    ("inspect-ai/inspect-ai-log-formats.json", "inspect_log", 1, {"openai-chat"}, "llama3.1",
+     "No", []),
+    ("inspect-ai/inspect-ai-scorer-popularity.eval", "inspect_log", 10, {"openai-chat"},
+     "gpt-4o-mini-2024-07-18", "Yes", []),
+    ("inspect-ai/inspect-scout-websearch-addition-problem.eval", "inspect_log", 1,
+     {"openai-chat"}, "claude-sonnet-4-5-20250929", "1 + 1 = 2", []),
+    ("explorer-traces/agent-trajectory-vault-trajectories.jsonl", "explorer_trace", 3,
+     {"openai-chat"}, None, "I will inspect the tests first.", []),
+    ("explorer-traces/invariant-explorer-webarena.jsonl", "explorer_trace", 9, {"openai-chat"},
+     None, "The objective is to find", ["stop", "stop", "click", "click"]),
+    ("sdk-stdio/agent-stream-fmt-claude-code-stream.jsonl", "agent_log", 2, {"anthropic"},
+     "claude-opus-4-20250514", "I'll create a hello world function", ["Write"]),
+    ("sdk-stdio/claude-code-action-sample-turns.json", "agent_log", 4, {"anthropic"},
+     "claude-test-model", "I'll help you with this task.",
+     ["Read", "Edit", "mcp__github__add_pull_request_review_comment"]),
+    ("openai-agents/counterfact-minimal.json", "openai_agents", 1, {"openai-chat"},
+     "gpt-5-mini", None, []),
+    ("openai-agents/counterfact-with-handoff.json", "openai_agents", 1, {"openai-chat"}, "gpt-5",
+     None, []),
 ]  # fmt: skip
 
 
@@ -278,4 +299,4 @@ def test_a_cut_off_real_file_is_a_finding_that_says_where_it_broke(rel: str) -> 
     problems = [f for f in result.findings if f.severity in ("error", "warn")]
     assert problems, hashlib.sha256(cut).hexdigest()
     # Where: a line of the file, or the interaction (and side) the break fell in.
-    assert any(f.line or re.search(r"(interaction|entry) \d+", f.message) for f in problems)
+    assert any(f.line or re.search(r"(interaction|entry|byte) \d+", f.message) for f in problems)
