@@ -598,6 +598,10 @@ def _generic_spans(
     return spans
 
 
+_COOKIE_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}")
+_COOKIE_VALUE = re.compile(r'"?[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]*"?')
+
+
 def _cookie_values(
     text: str, start: int, end: int, *, first_only: bool
 ) -> list[tuple[int, int, str]]:
@@ -609,7 +613,14 @@ def _cookie_values(
             break
         cname, eq, cval = pair.partition("=")
         stripped = cval.strip()
-        if eq and stripped:
+        # RFC 6265: a cookie's name is a token and its value has no spaces or commas; text
+        # that fails it (script code, `document.cookie = a.get(...)`) is no cookie.
+        if (
+            eq
+            and stripped
+            and _COOKIE_NAME.fullmatch(cname.strip())
+            and _COOKIE_VALUE.fullmatch(stripped)
+        ):
             vs = pos + len(cname) + 1 + (len(cval) - len(cval.lstrip()))
             out.append((vs, vs + len(stripped), cname.strip()))
         pos += len(pair) + 1

@@ -45,7 +45,12 @@ _SESSION_COOKIES = re.compile(
     r"|AWSALB|AWSALBCORS|AWSALBTG|AWSALBTGCORS|AWSELB|AWSELBCORS"
     r"|ARRAffinity|ARRAffinitySameSite|BIGipServer[\w.-]*|TS01[0-9a-f]*"
     r"|_ga|_ga_[A-Z0-9]+|_gid|_gat|_gcl_au|_fbp|ajs_anonymous_id|__stripe_mid|__stripe_sid"
-    r"|incap_ses_[\w]+|visid_incap_[\w]+|nlbi_[\w]+|ak_bmsc|bm_sv|bm_sz|_abck|bm_mi",
+    r"|incap_ses_[\w]+|visid_incap_[\w]+|nlbi_[\w]+|ak_bmsc|bm_sv|bm_sz|_abck|bm_mi"
+    r"|HWWAFSESID|HWWAFSESTIME|acw_tc|acw_sc__v2|SERVERID"  # Huawei, Alibaba edges
+    r"|__utm[abcztv]|_hjid|_hjSession\w*|_hjSessionUser\w*|_pk_(?:id|ses)\.[\w.]+"
+    r"|mp_\w+_mixpanel|amplitude_id\w*|AMP_\w+|optimizelyEndUserId|_uetsid|_uetvid"
+    r"|vmidv1|_chorus_geoip_continent"  # Vox Media's visitor id and geo cookie
+    r"|_csrf|csrftoken|XSRF-TOKEN|_xsrf",  # anti-forgery tokens: no login of their own
     re.ASCII,
 )
 

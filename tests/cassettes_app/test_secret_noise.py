@@ -69,3 +69,46 @@ def test_test_suites_stand_in_keys_are_placeholders_a_real_looking_one_is_not() 
     assert is_placeholder("AKIAFAKEACCESSKEY123")
     assert is_placeholder("FAKE-OPENAI-TOKEN")
     assert not is_placeholder("AKIA5QZJ7XN2LWPR3KHD")
+
+
+def _analyse(root):
+    import datetime as dt
+
+    from cassettes_app.analysis import AnalysisConfig, Analyzer
+
+    config = AnalysisConfig(
+        shape="cassette",
+        recording_globs=("rec/**/*",),
+        volatile_fields=(),
+        stale_after_days=42,
+        expected_model=None,
+        now=dt.datetime(2026, 12, 1, tzinfo=dt.UTC),
+    )
+    analyzer = Analyzer(root, config)
+    for _ in analyzer.files():
+        pass
+    hits = list(analyzer.secret_hits())
+    return hits, {o.id: o for o in analyzer.checks()}
+
+
+def test_the_whole_wild_corpus_holds_no_false_credential(tmp_path) -> None:
+    import shutil
+
+    shutil.copytree(WILD, tmp_path / "rec")
+    hits, checks = _analyse(tmp_path)
+    leaks = [(h.rule, h.path, h.context) for h in hits if h.status == "leak"]
+    assert [x for x in leaks if x[0] != SESSION_COOKIE] == []
+    # Edge, analytics and anti-forgery cookies of several HAR files, Polly and VCR files.
+    assert len({path for _, path, _ in leaks}) >= 5
+    assert checks["cassettes.no_secrets"].status == "pass"
+    # ... and a live-looking key planted beside them is caught, never shown in full.
+    (tmp_path / "rec" / "planted.txt").write_text(f"OPENAI_API_KEY={REAL_KEY}\n")
+    hits, checks = _analyse(tmp_path)
+    outcome = checks["cassettes.no_secrets"]
+    assert outcome.status == "fail" and outcome.summary.startswith("1 credential")
+    assert REAL_KEY not in str(outcome.evidence) + outcome.summary
+
+
+def test_script_code_naming_cookie_is_not_a_cookie() -> None:
+    text = 'if(!(d&&d!=M))document.cookie = a.get("x") ; cookie: if(!(d d!=M'
+    assert [h for h in scan_text(text, "page.js") if h.status == "leak"] == []
