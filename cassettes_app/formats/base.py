@@ -374,8 +374,10 @@ def _tokens(text: str) -> Iterator[tuple[int, int, int]]:
         pos = end
 
 
+@functools.lru_cache(maxsize=4)
 def head_text(head: bytes) -> str:
-    """Decode the first bytes of a file for sniffing (lenient, BOM stripped)."""
+    """Decode the first bytes of a file for sniffing (lenient, BOM stripped; every reader's
+    sniff asks for the same head, so it is decoded once)."""
     text = head.decode("utf-8", "ignore")
     return text[1:] if text.startswith("\ufeff") else text
 
