@@ -5,7 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
 from reviewer.auth import ThrottledLoginView
-from reviewer.views import assignment, comparison, diff, home, submission
+from reviewer.views import assignment, comparison, diff, formats, home, submission
 
 
 class AssignmentSlug:
@@ -25,6 +25,7 @@ register_converter(AssignmentSlug, "assignment")
 
 urlpatterns = [
     path("", home.home, name="home"),
+    path("formats/", formats.formats, name="formats"),
     path("login/", ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("assignments/new/", assignment.assignment_new, name="assignment_new"),
