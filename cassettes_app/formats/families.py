@@ -36,7 +36,7 @@ FAMILIES: tuple[Family, ...] = (
         "gzip and !!binary bodies",
         "interactions:\n- request: {method: POST, uri: https://…, body: '…'}\n"
         "  response: {status: {code: 200}, body: {string: '…'}}",
-        ("vcrpy-aiohttp", "vcrpy-httpx", "vcrpy-requests"),
+        ("vcrpy-aiohttp", "vcrpy-httpx", "vcrpy-json", "vcrpy-requests"),
     ),
     Family(
         "Ruby VCR", "vcr", ".yml (http_interactions, recorded_with: VCR 6)",

@@ -171,6 +171,14 @@ FAMILIES = [
      "The sum of 2 + 2 is 4.", []),
     ("go-vcr/genai-cohere-genstream-text.yaml", "vcr", 1, {"cohere"}, "command-r7b-12-2024",
      "Hello.", []),
+    # go-vcr v2.3.0 writes version 1 (request url/form, response status text and code).
+    ("go-vcr/hex-anthropic-message-with-image.yaml", "vcr", 1, {"anthropic"},
+     "claude-sonnet-4-5-20250929", "This appears to be an almost entirely blank", []),
+    ("go-vcr/ollama-go-generate-completion.yaml", "vcr", 1, {"ollama"}, "llama3.1",
+     "Hello! It's nice to meet you.", []),
+    ("vcrpy-json/gspread-access-private-spreadsheet.json", "vcr", 4, {"unknown"}, None, None,
+     []),
+    ("vcrpy-json/pydrag-artist-get-correction.json", "vcr", 1, {"unknown"}, None, None, []),
     ("mistral-stream/openinference-mistralai-sync-streaming.yaml", "vcr", 1, {"openai-chat"},
      "mistral-small-latest", "France won World Cup", []),
     ("ruby-vcr/langchainrb-ollama-chat-streaming.yml", "vcr", 1, {"ollama"}, "llama3.2",
@@ -300,3 +308,11 @@ def test_a_cut_off_real_file_is_a_finding_that_says_where_it_broke(rel: str) -> 
     assert problems, hashlib.sha256(cut).hexdigest()
     # Where: a line of the file, or the interaction (and side) the break fell in.
     assert any(f.line or re.search(r"(interaction|entry|byte) \d+", f.message) for f in problems)
+
+
+def test_vcrpy_json_keeps_each_exchange_in_order() -> None:
+    rel = "vcrpy-json/gspread-access-private-spreadsheet.json"
+    (recording,) = parse_file(rel, (WILD / rel).read_bytes()).recordings
+    got = [(i.method, i.status) for i in recording.interactions]
+    assert got == [("POST", 200), ("GET", 200), ("DELETE", 204), ("GET", 403)]
+    assert recording.interactions[2].response_body.text in ("", None)
