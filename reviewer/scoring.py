@@ -32,6 +32,20 @@ def rubric_for(submission: Submission) -> RubricTemplate | None:
     return RubricTemplate.objects.filter(slug=submission.assignment.rubric).first()
 
 
+def review_for(*, submission: Submission, reviewer: Any) -> Review | None:
+    """The reviewer's review as stored, or an unsaved draft to show: a GET never writes,
+    so looking at a submission (a hiring lead, the demo's visitor) starts no review. None
+    when the assignment has no rubric."""
+    rubric = rubric_for(submission)
+    if rubric is None:
+        return None
+    if getattr(reviewer, "is_authenticated", False):
+        stored = Review.objects.filter(submission=submission, reviewer=reviewer).first()
+        if stored is not None:
+            return stored
+    return Review(submission=submission, reviewer=None, rubric=rubric)
+
+
 def review_get_or_create(*, submission: Submission, reviewer: Any) -> Review | None:
     """The reviewer's own review of a submission (None when the assignment has no rubric)."""
     rubric = rubric_for(submission)

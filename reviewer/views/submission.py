@@ -21,6 +21,7 @@ from reviewer.scoring import (
     ScoreConflict,
     ScoreRefused,
     checks_passed,
+    review_for,
     review_get_or_create,
     review_submit,
     reviews_visible_to,
@@ -34,12 +35,13 @@ from submissions.selectors import evidence_context, jobs_context
 
 def _rubric_context(request: HttpRequest, submission: Submission) -> dict[str, object]:
     """The rubric pane: the user's own scores as forms, and what others' reviews may show."""
-    review = review_get_or_create(submission=submission, reviewer=request.user)
+    review = review_for(submission=submission, reviewer=request.user)
     if review is None:
         return {"review": None}
     checks = {c.check_id: c for c in submission.checks.all()}
     statuses = {cid: c.status for cid, c in checks.items()}
-    scores = {s.row_id: s for s in review.scores.all()}
+    # An unsaved draft (no score yet) has no rows to read; the first save creates it.
+    scores = {s.row_id: s for s in review.scores.all()} if review.pk else {}
     notes = dict(
         Note.objects.filter(submission=submission, author=request.user)
         .exclude(row=None)

@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from reviewer.models import Review, Score
+from reviewer.scoring import review_get_or_create
 from submissions.intake.upload import submission_create
 from submissions.jobs import queue
 from submissions.models import CheckResult
@@ -32,8 +33,13 @@ def submission(reviewer, reviewer2, assignment, candidate):
 
 
 def _rows(client, submission):
-    client.get(submission.get_absolute_url())  # creates the review
-    review = Review.objects.get(submission=submission, reviewer__username=client.user_name)
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.get(username=client.user_name)
+    client.get(submission.get_absolute_url())  # shows the rubric; writes nothing
+    assert not Review.objects.filter(submission=submission, reviewer=user).exists()
+    # The review the first save would start (what a POST does).
+    review = review_get_or_create(submission=submission, reviewer=user)
     return review, list(review.rubric.rows.all())
 
 
@@ -213,3 +219,23 @@ def test_evidence_can_be_picked_from_linked_checks(alice, submission) -> None:
     )
     page = alice.get(submission.get_absolute_url()).content.decode()
     assert '<option value="replay.offline_pass (fail): exit 2">' in page
+
+
+def test_opening_a_submission_writes_nothing(client, reviewer, lead, submission) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for user in (reviewer, lead):
+        client.force_login(user)
+        with CaptureQueriesContext(connection) as queries:
+            page = client.get(submission.get_absolute_url())
+            client.get(submission.get_absolute_url(), {"panel": "jobs"}, HTTP_HX_REQUEST="true")
+        assert page.status_code == 200
+        writes = [
+            q["sql"]
+            for q in queries.captured_queries
+            if q["sql"].lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))
+            and "django_session" not in q["sql"]
+        ]
+        assert writes == []
+    assert not Review.objects.filter(submission=submission).exists()
