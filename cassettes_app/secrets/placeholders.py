@@ -27,6 +27,13 @@ _FORMAT_FIELD = re.compile(r"\{[A-Za-z_][A-Za-z0-9_.\[\]'\"]{0,80}(?:\}|$)", re.
 
 _WORD_PARTS = re.compile(r"[a-z]+|[0-9]+", re.ASCII)
 
+# An environment variable's name where its value would be (api_key=LAST_FM_API_KEY): the
+# recorder or the test wrote the name, not the secret.
+_ENV_NAME = re.compile(
+    r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*_(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)",
+    re.ASCII,
+)
+
 _FAKE_AWS = re.compile(r"(?:AKIA|ASIA)(?:TEST|FAKE|DUMMY|MOCK|EXAMPLE|SAMPLE|XXXX)", re.ASCII)
 
 _PLACEHOLDER_TEXT = """
@@ -63,6 +70,8 @@ def _masked(value: str) -> bool:
     if v.endswith(("EXAMPLE", "EXAMPLEKEY")):  # AWS's documented example keys
         return True
     if _FAKE_AWS.match(v):  # AKIATEST…, AKIAFAKE…: test suites' stand-ins for a key id
+        return True
+    if _ENV_NAME.fullmatch(v):
         return True
     return _MASK_WORDS.search(v.lower()) is not None
 

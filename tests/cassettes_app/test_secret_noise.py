@@ -112,3 +112,11 @@ def test_the_whole_wild_corpus_holds_no_false_credential(tmp_path) -> None:
 def test_script_code_naming_cookie_is_not_a_cookie() -> None:
     text = 'if(!(d&&d!=M))document.cookie = a.get("x") ; cookie: if(!(d d!=M'
     assert [h for h in scan_text(text, "page.js") if h.status == "leak"] == []
+
+
+def test_an_environment_variables_name_in_place_of_a_key_is_a_placeholder() -> None:
+    url = "https://ws.audioscrobbler.com/2.0/?method=artist.getCorrection&api_key="
+    hits = scan_text(url + "LAST_FM_API_KEY&format=json", "c.json")
+    assert hits and all(h.status == "redacted" for h in hits)
+    live = scan_text(url + "b25b959554ed76058ac220b7b2e0a026&format=json", "c.json")
+    assert [h.status for h in live] == ["leak"]
