@@ -133,15 +133,21 @@ def comparison_csv(rubric_rows: list[RubricRow], rows: list[CandidateRow]) -> st
     header = ["candidate", "submission"]
     for row in rubric_rows:
         header += [f"{row.title} (mean)", f"{row.title} (spread)"]
-    header += ["weighted total", "reviews", "reviewers"]
+    header += ["weighted total", "reviews", "reviewers", "flaws found", "could not run"]
     writer.writerow(header)
     for c in rows:
         line = [_csv_safe(c.name), c.submission.pk]
         for cell in c.cells:
             line += ["" if cell.mean is None else cell.mean, cell.spread]
         line += ["" if c.total is None else c.total, len(c.totals), " ".join(c.reviewers)]
+        # `error` (a check that could not run) is never counted as a flaw.
+        line += [_status_total(c.checks, "fail"), _status_total(c.checks, "error")]
         writer.writerow(line)
     return buffer.getvalue()
+
+
+def _status_total(groups: dict[str, dict[str, int]], status: str) -> int:
+    return sum(counts.get(status, 0) for counts in groups.values())
 
 
 def _csv_safe(text: str) -> str:

@@ -16,3 +16,19 @@ def get_item(mapping: Any, key: Any) -> Any:
         return mapping.get(key)
     except AttributeError:
         return None
+
+
+@register.filter
+def status_label(status: str) -> str:
+    """A check status as a reviewer reads it: `error` is "could not run", never a flaw."""
+    from reviewer.verdict import status_label as label
+
+    return label(status)
+
+
+@register.filter
+def environment_caused(check: Any) -> bool:
+    """True for an error this server's environment caused (the banner names the fix)."""
+    from reviewer.verdict import environment_caused as caused
+
+    return caused(check)

@@ -27,18 +27,23 @@ from reviewer.scoring import (
     reviews_visible_to,
     score_save,
 )
+from reviewer.verdict import Verdict, verdict_for
 from reviewer.views.access import get_submission_for_user
 from submissions.jobs.rerun import RERUN_KINDS, RerunRefused, submission_rerun
 from submissions.models import Job, Submission
 from submissions.selectors import evidence_context, jobs_context
 
 
-def _rubric_context(request: HttpRequest, submission: Submission) -> dict[str, object]:
+def _rubric_context(
+    request: HttpRequest, submission: Submission, all_checks: list | None = None
+) -> dict[str, object]:
     """The rubric pane: the user's own scores as forms, and what others' reviews may show."""
     review = review_for(submission=submission, reviewer=request.user)
     if review is None:
         return {"review": None}
-    checks = {c.check_id: c for c in submission.checks.all()}
+    if all_checks is None:
+        all_checks = list(submission.checks.all())
+    checks = {c.check_id: c for c in all_checks}
     statuses = {cid: c.status for cid, c in checks.items()}
     # An unsaved draft (no score yet) has no rows to read; the first save creates it.
     scores = {s.row_id: s for s in review.scores.all()} if review.pk else {}
@@ -105,8 +110,24 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
             return HttpResponseStopPolling(response.content)
         return response
     context["evidence"] = evidence_html(request, context)
-    context.update(_rubric_context(request, submission))
+    checks = list(submission.checks.all())
+    context.update(_rubric_context(request, submission, checks))
+    context["verdict"] = _verdict(submission, checks, context)
     return render(request, "reviewer/submission.html", context)
+
+
+def _verdict(submission: Submission, checks: list, context: dict[str, object]) -> Verdict:
+    review = context.get("review")
+    rows = context.get("rubric_rows") or []
+    return verdict_for(
+        checks,
+        submission_status=submission.status,
+        status_reason=submission.status_reason or "",
+        jobs_active=bool(context.get("jobs_active")),
+        rows_total=len(rows) if review is not None else None,
+        rows_scored=sum(1 for r in rows if r["score"] is not None and r["score"].value is not None),
+        review_state=review.state if review is not None and review.pk else None,
+    )
 
 
 @login_required
@@ -188,7 +209,7 @@ def review_submit_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 # Bump when the evidence partials change, so no cached HTML of the old layout is served.
-_EVIDENCE_LAYOUT = 1
+_EVIDENCE_LAYOUT = 2
 
 
 _EVIDENCE_TTL = 3600

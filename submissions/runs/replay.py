@@ -191,7 +191,7 @@ def replay_run(job: Job, progress: Progress) -> Outcome:
                 slot = slot.with_site(prepared.site)
                 outcomes, run1 = _replay(submission, tree, command, slot, progress)
     except SandboxUnavailable as exc:
-        reason = f"the sandbox cannot run here: {exc.cause}"
+        reason = f"the replay needs the sandbox: {exc.cause}"
         checks_store(submission, job, replay_error_outcomes(reason))
         raise JobError(reason) from exc
     checks_store(submission, job, [env_check, *outcomes])

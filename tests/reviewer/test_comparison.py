@@ -242,7 +242,7 @@ def test_the_cached_table_changes_with_every_score_check_and_name(
 
     checks_store(sub, None, [CheckOutcome("replay.runs", "fail", "it broke")])
     after_check = client.get(url).content.decode()
-    assert "1 fail" in after_check and "1 fail" not in after_score
+    assert "1 flaw found" in after_check and "1 flaw found" not in after_score
 
     candidate = sub.candidate
     candidate.name = "Renamed Person"
@@ -283,3 +283,28 @@ def test_saving_a_stale_assignment_never_brings_an_old_table_back(
     shown = table()
     caches["fragments"].clear()
     assert shown == table()  # what a fresh build shows
+
+
+def test_the_csv_counts_flaws_apart_from_checks_that_could_not_run(
+    client, lead, reviewer, assignment
+) -> None:
+    import csv
+    import io
+
+    from submissions.models import CheckResult
+
+    (sub,) = _cohort(assignment, [reviewer], 1, scores=(2,))
+    for cid, status in [
+        ("cassettes.keys_match", "fail"),
+        ("replay.offline_pass", "error"),
+        ("replay.byte_identical", "error"),
+        ("cassettes.fresh", "pass"),
+    ]:
+        CheckResult.objects.create(submission=sub, check_id=cid, status=status, summary="s")
+    client.force_login(lead)
+    text = client.get(reverse("comparison", args=[assignment.slug]), {"format": "csv"})
+    header, row = list(csv.reader(io.StringIO(text.content.decode())))
+    assert header[-2:] == ["flaws found", "could not run"]
+    assert row[-2:] == ["1", "2"]
+    page = client.get(reverse("comparison", args=[assignment.slug])).content.decode()
+    assert "2 could not run" in page and "1 flaw found" in page

@@ -1,0 +1,147 @@
+"""The verdict at the top of a submission: what the checks found, in plain counts, the flaws
+one click from their evidence, and what to do next.
+
+`fail` is a flaw found in the hand-in; `error` means the check could not run (the sandbox,
+the package index, a job that died): it says nothing about the candidate, and every page
+shows it apart. An error caused by this server's environment (the sandbox not set up)
+points at the one banner with the one fix instead of repeating the cause per check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cassettes_app.checks.catalog import CATALOG
+
+# The words every sandbox-less outcome carries (runs/replay.py, trace.py, probe.py).
+SANDBOX_NEEDED = "needs the sandbox"
+
+LABELS = {
+    "fail": "flaw found",
+    "error": "could not run",
+    "warn": "worth a look",
+    "pass": "passed",
+    "skip": "skipped",
+}
+
+
+def status_label(status: str) -> str:
+    """How a check status reads to a reviewer (`error` is never worded like `fail`)."""
+    return LABELS.get(status, status)
+
+
+def environment_caused(check: Any) -> bool:
+    """An error that this server's environment caused, not the hand-in."""
+    return check.status == "error" and SANDBOX_NEEDED in (check.summary or "")
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One check in the verdict's lists: its title, one line of evidence, its anchor."""
+
+    check_id: str
+    title: str
+    summary: str
+    anchor: str
+    environment: bool = False
+
+
+@dataclass(slots=True)
+class Verdict:
+    """Counts by status, the flaws, the checks that could not run, and the next action."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    flaws: list[Line] = field(default_factory=list)
+    could_not_run: list[Line] = field(default_factory=list)
+    headline: str = ""
+    next_action: str = ""
+    environment_blocked: bool = False
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _line(check: Any) -> Line:
+    spec = CATALOG.get(check.check_id)
+    summary = " ".join((check.summary or "").split())
+    if len(summary) > 160:
+        summary = summary[:157].rstrip() + "…"
+    return Line(
+        check.check_id,
+        spec.title if spec else check.check_id,
+        summary,
+        f"check-{check.check_id}",
+        environment_caused(check),
+    )
+
+
+def verdict_for(
+    checks: Iterable[Any],
+    *,
+    submission_status: str,
+    status_reason: str = "",
+    jobs_active: bool = False,
+    rows_total: int | None = None,
+    rows_scored: int = 0,
+    review_state: str | None = None,
+) -> Verdict:
+    """The verdict of one submission's checks and the reviewer's next step."""
+    checks = list(checks)
+    out = Verdict(counts={status: 0 for status in LABELS})
+    for check in checks:
+        out.counts[check.status] = out.counts.get(check.status, 0) + 1
+        if check.status == "fail":
+            out.flaws.append(_line(check))
+        elif check.status == "error":
+            out.could_not_run.append(_line(check))
+    out.environment_blocked = any(line.environment for line in out.could_not_run)
+    parts = []
+    if out.counts["fail"]:
+        parts.append(_count(out.counts["fail"], "flaw found", "flaws found"))
+    if out.counts["error"]:
+        parts.append(_count(out.counts["error"], "check could not run", "checks could not run"))
+    if out.counts["warn"]:
+        parts.append(_count(out.counts["warn"], "worth a look", "worth a look"))
+    parts.append(f"{out.counts['pass']} passed")
+    if out.counts["skip"]:
+        parts.append(f"{out.counts['skip']} skipped (not for this shape or precondition unmet)")
+    out.headline = ", ".join(parts) if checks else "No checks yet"
+    out.next_action = _next_action(
+        out, submission_status, status_reason, jobs_active, rows_total, rows_scored, review_state
+    )
+    return out
+
+
+def _next_action(
+    out: Verdict,
+    status: str,
+    reason: str,
+    jobs_active: bool,
+    rows_total: int | None,
+    rows_scored: int,
+    review_state: str | None,
+) -> str:
+    if status == "rejected":
+        return f"The upload was refused{': ' + reason if reason else ''}. Upload a fixed archive."
+    if jobs_active:
+        return "Checks are running; the job panel shows their progress."
+    if out.environment_blocked:
+        return (
+            "Some checks could not run on this server: set the sandbox up (see the banner), "
+            "then use Run again. The checks that ran still hold."
+        )
+    if rows_total is None:
+        return "This assignment names no rubric: read the evidence below."
+    if review_state == "submitted":
+        return "Your review is submitted."
+    left = rows_total - rows_scored
+    if left > 0:
+        return f"Score the rubric: {_count(left, 'row', 'rows')} of {rows_total} left."
+    return "Every row is scored: submit your review."
