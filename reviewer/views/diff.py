@@ -16,7 +16,42 @@ from reviewer.views.access import get_submission_for_user
 from submissions.forms import RerecordForm
 from submissions.intake.rerecord import rerecord_create
 from submissions.intake.upload import UploadRejected
-from submissions.models import Submission
+from submissions.models import Submission, Turn
+
+
+def _identity_of(turn: Turn) -> tuple[str, str]:
+    """(how, identity) of a conversation from its first turn: the recording's key, else the
+    first user message (whitespace folded), else nothing."""
+    if turn.recording_id and turn.recording and turn.recording.key:
+        return "recording key", turn.recording.key
+    for message in turn.new_messages or []:
+        if isinstance(message, dict) and message.get("role") == "user":
+            text = " ".join(str(message.get("text") or "").split())
+            if text:
+                return "first user message", text[:2000]
+    return "", ""
+
+
+def thread_index(submission: Submission) -> list[dict]:
+    """Each conversation's thread number, identity and a label (its first user message)."""
+    firsts = submission.turns.filter(index=0).select_related("recording").order_by("thread")
+    out = []
+    for turn in firsts[:2000]:
+        how, identity = _identity_of(turn)
+        label = identity if how == "first user message" else (turn.recording.path if how else "")
+        out.append({"thread": turn.thread, "how": how, "identity": identity, "label": label[:80]})
+    return out
+
+
+def _pair_thread(ours: list[dict], theirs: list[dict], thread: int) -> tuple[int | None, str]:
+    """Their conversation on the same request as our `thread`: same identity, not number."""
+    mine = next((t for t in ours if t["thread"] == thread), None)
+    if mine is None or not mine["identity"]:
+        return None, ""
+    for other in theirs:
+        if (other["how"], other["identity"]) == (mine["how"], mine["identity"]):
+            return other["thread"], mine["how"]
+    return None, mine["how"]
 
 
 def _thread_turns(submission: Submission, thread: int) -> list[dict]:
@@ -64,21 +99,31 @@ def _diff_context(
     context["rerecords"] = submission.rerecords.select_related("job")[:20]
     context["rerecord_form"] = rerecord_form or RerecordForm()
     against_id = request.GET.get("against", "")
+    ours = thread_index(submission)
+    context["our_threads"] = ours
     if against_id.isdigit():
         other = get_object_or_404(others, pk=int(against_id))
+        theirs = thread_index(other)
         thread = _int_param(request, "thread")
-        other_thread = _int_param(request, "other_thread")
-        rows, first = _diff_rows(
-            _thread_turns(submission, thread), _thread_turns(other, other_thread), full
-        )
+        context.update({"other": other, "their_threads": theirs, "thread": thread})
+        if "other_thread" in request.GET and request.GET["other_thread"].isdigit():
+            other_thread: int | None = int(request.GET["other_thread"])
+            paired_by = "your choice"
+        else:
+            # Pair by what the conversation is about, never by its number: thread 2 of one
+            # submission may be another ticket than thread 2 of the other.
+            other_thread, paired_by = _pair_thread(ours, theirs, thread)
+        context.update({"other_thread": other_thread, "paired_by": paired_by})
+        if other_thread is None:
+            return context
+        left, right = _thread_turns(submission, thread), _thread_turns(other, other_thread)
+        rows, first = _diff_rows(left, right, full)
         query = f"against={other.pk}&thread={thread}&other_thread={other_thread}"
         context.update(
             {
-                "other": other,
                 "rows": rows,
                 "first": first,
-                "thread": thread,
-                "other_thread": other_thread,
+                "both_empty": not left and not right,
                 "left_label": submission.candidate.name,
                 "right_label": other.candidate.name,
                 "full_query": f"?{query}&full=1",

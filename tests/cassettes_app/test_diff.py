@@ -123,3 +123,57 @@ def test_tool_calls_are_part_of_the_shown_text() -> None:
         },
     }
     assert '[tool call] lookup_order({"id": "ord_1"})' in turn_text(turn)
+
+
+def _conversations(assignment, reviewer, name: str, threads: list[list[tuple[str, str]]]):
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        s = submission_create(
+            upload=io.BytesIO(make_zip({"n": name})),
+            filename="r.zip",
+            candidate=Candidate.objects.create(name=name),
+            assignment=assignment,
+            uploaded_by=reviewer,
+        ).submission
+    for number, turns in enumerate(threads):
+        for i, (user, reply) in enumerate(turns):
+            t = _turn(user, reply)
+            Turn.objects.create(
+                submission=s, thread=number, index=i, new_messages=t["new_messages"],
+                response=t["response"],
+            )  # fmt: skip
+    return s
+
+
+def test_threads_are_paired_by_their_first_request_not_their_number(
+    client, reviewer, assignment
+) -> None:
+    ann = _conversations(assignment, reviewer, "Ann", [
+        [("Ticket 17: refund order", "refunded")], [("Ticket 42: printer on fire", "call IT")],
+    ])  # fmt: skip
+    ben = _conversations(assignment, reviewer, "Ben", [
+        [("Ticket 42:   printer on fire", "evacuate")], [("Ticket 17: refund order", "refunded")],
+    ])  # fmt: skip
+    client.force_login(reviewer)
+    url = reverse("turn_diff", args=[ann.pk])
+    page = client.get(url, {"against": ben.pk, "thread": 1}).content.decode()
+    assert "Paired by the same first user message: their conversation 0." in page
+    assert "<ins>evacuate</ins>" in page  # ticket 42 against ticket 42
+    same = client.get(url, {"against": ben.pk, "thread": 0}).content.decode()
+    assert "identical turn by turn" in same  # ticket 17 against ticket 17, their thread 1
+    chosen = client.get(url, {"against": ben.pk, "thread": 0, "other_thread": 0}).content
+    assert b"Paired by" not in chosen and b"First diverging turn" in chosen
+
+
+def test_a_conversation_with_no_partner_or_no_turns_says_so(client, reviewer, assignment) -> None:
+    ann = _conversations(assignment, reviewer, "Ann", [[("Ticket 9: lost parcel", "found")]])
+    ben = _conversations(assignment, reviewer, "Ben", [[("Ticket 3: other", "x")]])
+    empty = _conversations(assignment, reviewer, "Cy", [])
+    client.force_login(reviewer)
+    url = reverse("turn_diff", args=[ann.pk])
+    page = client.get(url, {"against": ben.pk}).content.decode()
+    assert "No conversation of Ben starts with the same first user message" in page
+    assert "identical turn by turn" not in page and '<table class="grid diff"' not in page
+    nothing = client.get(
+        reverse("turn_diff", args=[empty.pk]), {"against": ben.pk, "other_thread": 5}
+    ).content.decode()
+    assert "Neither side has turns" in nothing and "identical turn by turn" not in nothing
