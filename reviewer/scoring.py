@@ -103,7 +103,8 @@ def score_save(
             )
         score.value = value
         score.evidence = evidence.strip()[:2000]
-        score.override_reason = override_reason.strip()[:2000] if value == 3 else ""
+        # Kept whatever the value: a reason is often typed before the 3 is chosen.
+        score.override_reason = override_reason.strip()[:2000]
         score.version += 1
         score.save()
         if notes is not None:

@@ -57,9 +57,12 @@ def _rubric_context(
         context = _row_context(row, scores.get(row.pk), statuses, notes.get(row.pk, ""))
         context["evidence_choices"] = _evidence_choices(row, checks)
         rows.append(context)
+    unscored = [r["row"].title for r in rows if r["score"] is None or r["score"].value is None]
     return {
         "review": review,
         "rubric_rows": rows,
+        "unscored": unscored,
+        "submit_refused": request.GET.get("submit") == "refused" and bool(unscored),
         "visible_reviews": reviews_visible_to(request.user, submission),
         "check_statuses": statuses,
     }
@@ -202,9 +205,9 @@ def review_submit_view(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404("this assignment has no rubric")
     try:
         review_submit(review=review)
-        messages.success(request, "Review submitted.")
-    except ScoreRefused as exc:
-        messages.error(request, str(exc))
+    except ScoreRefused:
+        # Said where the reviewer lands (#rubric), beside the rows still to score.
+        return redirect(f"{submission.get_absolute_url()}?submit=refused#rubric")
     return redirect(f"{submission.get_absolute_url()}#rubric")
 
 

@@ -239,3 +239,42 @@ def test_opening_a_submission_writes_nothing(client, reviewer, lead, submission)
         ]
         assert writes == []
     assert not Review.objects.filter(submission=submission).exists()
+
+
+def test_an_override_reason_typed_before_the_three_is_kept(alice, submission) -> None:
+    _, rows = _rows(alice, submission)
+    row = rows[0]
+    typed = _post(alice, submission, row, value=None, version=0, override="ran it by hand")
+    assert typed.status_code == 200
+    assert Score.objects.get(row=row).override_reason == "ran it by hand"
+    three = _post(alice, submission, row, value=3, version=1, override="ran it by hand")
+    assert three.status_code == 200 and Score.objects.get(row=row).value == 3
+
+
+def test_a_refused_submit_says_why_in_the_rubric_and_writes_nothing(alice, submission) -> None:
+    review, rows = _rows(alice, submission)
+    _post(alice, submission, rows[0], value=1, version=0)
+    response = alice.post(reverse("review_submit", args=[submission.pk]))
+    assert response.status_code == 302 and response.url.endswith("?submit=refused#rubric")
+    page = alice.get(response.url.split("#")[0]).content.decode()
+    rubric = page[page.index('id="rubric"') :]
+    assert "Not submitted: score every row first. Still to score:" in rubric
+    assert rows[1].title in rubric[rubric.index("Still to score") :]
+    assert "Not submitted" not in page[: page.index('id="rubric"')]  # not at the top
+    review.refresh_from_db()
+    assert review.state == "draft"
+
+
+def test_a_submitted_review_is_read_only_and_says_so(alice, submission) -> None:
+    _, rows = _rows(alice, submission)
+    for row in rows:
+        _post(alice, submission, row, value=2, version=0, evidence=f"e{row.pk}")
+    alice.post(reverse("review_submit", args=[submission.pk]))
+    page = alice.get(submission.get_absolute_url()).content.decode()
+    rubric = page[page.index('id="rubric"') :]
+    assert "it is read-only now" in rubric
+    assert "hx-post" not in rubric and "<select" not in rubric  # no control left to change
+    assert "once you submit your own review" not in rubric
+    assert "No other reviewer has scored this submission yet." in rubric
+    refused = _post(alice, submission, rows[0], value=1, version=1)
+    assert refused.status_code == 400 and b"can no longer change" in refused.content
