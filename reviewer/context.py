@@ -30,6 +30,8 @@ def site(request: HttpRequest) -> dict[str, object]:
     return {
         "site_name": settings.SITE_NAME,
         "demo_mode": settings.DEMO_MODE,
+        # Every write control is left out of the pages (not just refused) in the public demo.
+        "read_only": settings.DEMO_MODE,
         "unsandboxed_dev": settings.SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED,
         "sandbox_missing": () if settings.SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED else sandbox_missing(),
         "is_hiring_lead": is_hiring_lead(user),

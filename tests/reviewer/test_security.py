@@ -93,3 +93,42 @@ def test_home_shows_queue_health(client, reviewer, settings) -> None:
     cache.set("cr:broker-ok", True, 15)
     page = client.get(reverse("home")).content
     assert b"broker reachable" in page and b"worker seen 0 s ago" in page
+
+
+def test_the_demo_renders_no_control_that_writes_and_no_get_writes(client, db, settings) -> None:
+    import re
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from submissions.models import Submission
+
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        call_command("seed_demo")
+    settings.DEMO_MODE = True
+    submission = Submission.objects.first()
+    pages = [
+        reverse("home"),
+        reverse("formats"),
+        reverse("assignment_new"),
+        submission.assignment.get_absolute_url(),
+        reverse("comparison", args=[submission.assignment.slug]),
+        submission.get_absolute_url(),
+        reverse("turn_diff", args=[submission.pk]),
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        for url in pages:
+            response = client.get(url)
+            assert response.status_code == 200, url
+            html = response.content.decode()
+            posts = re.findall(r'<form[^>]*method="post"|hx-(?:post|put|patch|delete)=', html)
+            assert posts == [], (url, posts)
+            assert "Log out" not in html and "New assignment</a>" not in html
+            assert "Public read-only demo" in html
+    writes = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))
+        and "cassette_review_cache" not in q["sql"]  # the page cache, no stored data
+    ]
+    assert writes == []
