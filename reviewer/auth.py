@@ -50,6 +50,10 @@ class ThrottledLoginView(auth_views.LoginView):
             return self.render_to_response(self.get_context_data(form=form), status=429)
         return super().post(request, *args, **kwargs)
 
+    def get_context_data(self, **kwargs: object) -> dict[str, object]:
+        # Django's login view names the site after the request's host; ours has its name.
+        return {**super().get_context_data(**kwargs), "site_name": settings.SITE_NAME}
+
     def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
         login_failed(self.request)
         return super().form_invalid(form)

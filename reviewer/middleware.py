@@ -6,11 +6,27 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 
 DEMO_VIEWER = "demo-viewer"
 _SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+
+
+class NotFoundPageMiddleware:
+    """A page one may not see (or that is not there) is our 404 page, DEBUG or not: never
+    Django's debug page, which would list every URL pattern to whoever asks."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, Http404):
+            return HttpResponse(render_to_string("404.html", request=request), status=404)
+        return None
 
 
 class DemoReadOnlyMiddleware:

@@ -58,6 +58,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "csp.middleware.CSPMiddleware",
     "reviewer.middleware.DemoReadOnlyMiddleware",
+    "reviewer.middleware.NotFoundPageMiddleware",
 ]
 
 ROOT_URLCONF = "reviewer.urls"

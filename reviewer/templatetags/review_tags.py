@@ -32,3 +32,15 @@ def environment_caused(check: Any) -> bool:
     from reviewer.verdict import environment_caused as caused
 
     return caused(check)
+
+
+@register.filter
+def ticks(text: object) -> str:
+    """Text with `backticked` parts as code: escaped first, so nothing else becomes markup."""
+    import re
+
+    from django.utils.html import escape
+    from django.utils.safestring import mark_safe
+
+    escaped = escape(str(text))
+    return mark_safe(re.sub(r"`([^`\n]{1,300})`", r"<code>\1</code>", escaped))  # noqa: S308

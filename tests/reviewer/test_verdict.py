@@ -83,6 +83,8 @@ def test_the_page_opens_on_the_verdict_and_links_each_flaw_to_its_check(
     assert "run 2 was killed after 600 s" in verdict  # a job's own error is shown as is
     assert "Next:" in verdict and "sandbox" in verdict
     assert page.index('id="verdict"') < page.index('id="checks"')
+    assert '<section id="job-panel" aria-live="polite"' in page  # job states are announced
+    assert '<code class="check-id">cassettes.keys_match</code>' in page  # ids never break
 
 
 def test_could_not_run_never_looks_like_a_flaw(client, reviewer, flawed) -> None:
