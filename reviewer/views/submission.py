@@ -109,8 +109,15 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if request.htmx and request.GET.get("panel") == "jobs":
         response = render(request, "reviewer/submission.html#job-panel", context)
         if not context["jobs_active"]:
-            # 286 tells htmx to stop polling: the jobs have ended.
-            return HttpResponseStopPolling(response.content)
+            # The jobs have ended: what they changed comes along out of band, so the page
+            # turns true without a reload; 286 tells htmx to stop polling.
+            context["evidence"] = evidence_html(request, context)
+            checks = list(submission.checks.all())
+            context.update(_rubric_context(request, submission, checks))
+            context["verdict"] = _verdict(submission, checks, context)
+            context["oob"] = True
+            live = render_to_string("reviewer/submission.html#live-sections", context, request)
+            return HttpResponseStopPolling(response.content + live.encode())
         return response
     context["evidence"] = evidence_html(request, context)
     checks = list(submission.checks.all())

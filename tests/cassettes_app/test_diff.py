@@ -177,3 +177,21 @@ def test_a_conversation_with_no_partner_or_no_turns_says_so(client, reviewer, as
         reverse("turn_diff", args=[empty.pk]), {"against": ben.pk, "other_thread": 5}
     ).content.decode()
     assert "Neither side has turns" in nothing and "identical turn by turn" not in nothing
+
+
+def test_the_same_ticket_worded_by_two_prompts_is_paired(client, reviewer, assignment) -> None:
+    ann = _conversations(assignment, reviewer, "Ann", [
+        [("Ticket T-1001 (customer C-118): Checkout returns 502 since last night", "a")],
+        [("Ticket T-1003 (customer C-207): Charged twice for November order", "b")],
+    ])  # fmt: skip
+    ben = _conversations(assignment, reviewer, "Ben", [
+        [("Ticket T-1003 from customer C-207 Subject: Charged twice for November order", "b")],
+        [("Ticket T-1001 from customer C-118 Subject: Checkout returns 502 since last night",
+          "c")],
+    ])  # fmt: skip
+    client.force_login(reviewer)
+    page = client.get(
+        reverse("turn_diff", args=[ann.pk]), {"against": ben.pk, "thread": 0}
+    ).content.decode()
+    assert "Paired by the closest first user message" in page
+    assert "their conversation 1." in page and "<ins>c</ins>" in page

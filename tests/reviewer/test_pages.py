@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from unittest import mock
 
 import pytest
@@ -399,3 +400,24 @@ def test_the_assignment_page_says_what_it_checks_and_why_not(client, reviewer) -
     assert "the run log (out/run.log) names the model" in rules
     assert "&lt;b&gt;hand-made&lt;/b&gt;" in rules and "<b>hand-made</b>" not in rules
     assert "(set by this assignment)" in rules
+
+
+def test_when_the_jobs_end_the_poll_brings_the_sections_they_changed(
+    client, reviewer, assignment, candidate
+) -> None:
+    s = _submission_for(reviewer, assignment, candidate)
+    client.force_login(reviewer)
+    page = client.get(s.get_absolute_url()).content.decode()
+    assert "No checks have run yet." in page and 'hx-trigger="every 2s"' in page
+    assert f'<a href="{s.get_absolute_url()}">refresh</a>' in page  # without JS, a link
+    while job := s.jobs.filter(state="queued").first():
+        job_execute(job_id=job.pk)
+    done = client.get(s.get_absolute_url(), {"panel": "jobs"}, HTTP_HX_REQUEST="true")
+    assert done.status_code == 286
+    body = done.content.decode()
+    # The panel, then every section a job writes, each swapped into place by its id.
+    for section in ("submission-header", "verdict", "evidence-top", "evidence-bottom"):
+        assert re.search(rf'id="{section}"[^>]*hx-swap-oob="true"', body), section
+    assert "No checks have run yet." not in body and 'id="check-' in body
+    assert "Received" not in body[body.index('id="submission-header"') :][:600]
+    assert body.count('id="verdict"') == 1 and "<html" not in body

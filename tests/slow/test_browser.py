@@ -169,7 +169,7 @@ def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
         bob_page.locator("form.rubric-row").nth(i).locator("select").select_option("0")
         bob_page.wait_for_selector(f"form.rubric-row >> nth={i} >> .saved")
     bob_page.click("text=Submit my review")
-    bob_page.wait_for_selector("text=Review submitted")
+    bob_page.wait_for_selector("text=it is read-only now")
 
     ctx_c = browser.new_context(accept_downloads=True)
     lead = _login(ctx_c, base, "carol")
