@@ -17,6 +17,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from reviewer.forms import ScoreForm
 from reviewer.models import Note, RubricRow, Score
+from reviewer.queue import queue_for
 from reviewer.scoring import (
     ScoreConflict,
     ScoreRefused,
@@ -123,6 +124,7 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     checks = list(submission.checks.all())
     context.update(_rubric_context(request, submission, checks))
     context["verdict"] = _verdict(submission, checks, context)
+    context["queue"] = queue_for(request.user, submission)
     return render(request, "reviewer/submission.html", context)
 
 

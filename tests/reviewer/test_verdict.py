@@ -100,3 +100,36 @@ def test_could_not_run_never_looks_like_a_flaw(client, reviewer, flawed) -> None
     css = (ROOT / "static" / "css" / "site.css").read_text(encoding="utf-8")
     error_rule = next(line for line in css.splitlines() if line.startswith(".status-error"))
     assert "var(--bad)" not in error_rule and "dashed" in error_rule
+
+
+def test_the_queue_puts_unscored_first_and_says_how_many_are_left(
+    client, reviewer, assignment
+) -> None:
+    from reviewer.models import Review
+    from reviewer.scoring import rubric_for
+    from submissions.models import Candidate
+
+    subs = []
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        for name in ("A", "B", "C"):
+            subs.append(
+                submission_create(
+                    upload=io.BytesIO(make_zip({"n": name})),
+                    filename="r.zip",
+                    candidate=Candidate.objects.create(name=name),
+                    assignment=assignment,
+                    uploaded_by=reviewer,
+                ).submission
+            )
+    Review.objects.create(
+        submission=subs[0], reviewer=reviewer, rubric=rubric_for(subs[0]), state="submitted"
+    )
+    client.force_login(reviewer)
+    page = client.get(subs[1].get_absolute_url()).content.decode()
+    nav = page[page.index('<nav class="queue"') : page.index("</nav>", page.index('class="queue"'))]
+    assert "2 left to score" in nav and "1 of 3" in nav
+    assert f'<a rel="next" href="/submissions/{subs[2].pk}/">' in nav
+    assert 'rel="prev"' not in nav  # B is first: the scored A goes last
+    last = client.get(subs[0].get_absolute_url()).content.decode()
+    assert f'<a rel="prev" href="/submissions/{subs[2].pk}/">' in last
+    assert '<script src="/static/js/desk.js" defer></script>' in page

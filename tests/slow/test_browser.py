@@ -95,7 +95,22 @@ def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
     page = _login(ctx_a, base, "alice")
     _shot(page, "cohorts")
     flawed = _upload(page, base, "cassette-triage", "Tomasz W", archives["cassette-flawed"])
+    # The verdict appeared without a reload: the poll's last answer brought it.
+    verdict = page.locator("#verdict").inner_text()
+    assert "No checks yet" not in verdict and "flaw" in verdict
     good = _upload(page, base, "cassette-triage", "Ines M", archives["cassette-good"])
+    # The keyboard: ? lists the keys, j goes to the next in the queue, a digit scores the
+    # focused row.
+    page.goto(f"{base}/submissions/{flawed}/")
+    page.keyboard.press("?")
+    assert page.locator("#shortcuts").get_attribute("open") is not None
+    page.keyboard.press("j")
+    page.wait_for_url(f"{base}/submissions/{good}/")
+    page.locator("form.rubric-row select").first.focus()
+    page.keyboard.press("1")
+    page.wait_for_selector("form.rubric-row >> nth=0 >> .saved")
+    assert page.locator("form.rubric-row select").first.input_value() == "1"
+    _shot(page, "keyboard")
     page.goto(f"{base}/submissions/{flawed}/")
     assert page.locator("#job-panel").inner_text().count("Passed") == 2
     # A failing check's evidence is open and names the hand-edited cassette.
