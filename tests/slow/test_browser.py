@@ -111,6 +111,35 @@ def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
     page.wait_for_selector("form.rubric-row >> nth=0 >> .saved")
     assert page.locator("form.rubric-row select").first.input_value() == "1"
     _shot(page, "keyboard")
+    # The desk on a wide screen: the rubric beside the evidence; a check chip of a rubric
+    # row lands on that check.
+    login = ctx_a.storage_state()
+    wide_ctx = browser.new_context(viewport={"width": 1440, "height": 900}, storage_state=login)
+    wide = wide_ctx.new_page()
+    wide.goto(f"{base}/submissions/{flawed}/")
+    checks_box, rubric_box = (wide.locator(s).bounding_box() for s in ("#checks", "#rubric"))
+    assert rubric_box["x"] >= checks_box["x"] + checks_box["width"]
+    chip = wide.locator("#rubric .linked a").first
+    target = chip.get_attribute("href")
+    chip.click()
+    assert wide.evaluate("location.hash") == target
+    assert wide.locator(f'[id="{target[1:]}"]').is_visible()
+    _shot(wide, "desk-wide")
+    # On a phone: one column, the rubric one tap away, controls a finger wide.
+    phone_ctx = browser.new_context(
+        viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True,
+        storage_state=login,
+    )  # fmt: skip
+    phone = phone_ctx.new_page()
+    phone.goto(f"{base}/submissions/{flawed}/")
+    bar = phone.locator(".to-rubric")
+    assert bar.is_visible()
+    bar.click()
+    assert phone.evaluate("location.hash") == "#rubric"
+    assert phone.locator("form.rubric-row select").first.bounding_box()["height"] >= 44
+    _shot(phone, "desk-phone")
+    wide_ctx.close()
+    phone_ctx.close()
     page.goto(f"{base}/submissions/{flawed}/")
     assert page.locator("#job-panel").inner_text().count("Passed") == 2
     # A failing check's evidence is open and names the hand-edited cassette.
