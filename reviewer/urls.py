@@ -5,7 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
 from reviewer.auth import ThrottledLoginView
-from reviewer.views import assignment, comparison, diff, formats, home, submission
+from reviewer.views import assignment, comparison, diff, files, formats, home, submission
 
 
 class AssignmentSlug:
@@ -38,6 +38,7 @@ urlpatterns = [
     ),
     path("submissions/<int:pk>/rerun/", submission.jobs_rerun, name="jobs_rerun"),
     path("submissions/<int:pk>/diff/", diff.turn_diff, name="turn_diff"),
+    path("submissions/<int:pk>/file/", files.submission_file, name="submission_file"),
     path("submissions/<int:pk>/rerecords/", diff.rerecord_upload, name="rerecord_upload"),
     path("submissions/<int:pk>/rerecords/<int:rid>/", diff.rerecord_detail, name="rerecord"),
     path("admin/", admin.site.urls),

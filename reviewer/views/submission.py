@@ -221,7 +221,7 @@ def review_submit_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 # Bump when the evidence partials change, so no cached HTML of the old layout is served.
-_EVIDENCE_LAYOUT = 2
+_EVIDENCE_LAYOUT = 3
 
 
 _EVIDENCE_TTL = 3600

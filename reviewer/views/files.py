@@ -1,0 +1,121 @@
+"""The file viewer: one file of a submission's tree, redacted, line-numbered, the evidence's
+line lit, size-capped, keys of JSON and YAML set apart. A GET that only reads."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from pathlib import Path, PurePosixPath
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_GET
+
+from reviewer.views.access import get_submission_for_user
+from submissions.intake.trees import tree_path
+from submissions.redact import redact_text
+
+MAX_BYTES = 1024 * 1024  # shown of one file; the rest is counted
+MAX_LINE = 4000  # characters of one line shown
+
+_JSON_KEY = re.compile(r"(&quot;(?:[^&\\]|\\.|&(?!quot;))*?&quot;)(\s*:)")
+_YAML_KEY = re.compile(r"^(\s*(?:-\s+)?)([^\s:#&][^:#]*?)(:)(?=\s|$)")
+_COMMENT = re.compile(r"^(\s*)(#.*)$")
+
+
+class FileRefused(Exception):
+    """The path is not one file of the tree the viewer may show; the message says why."""
+
+
+def _safe_open(root: Path, relative: str) -> tuple[bytes, int]:
+    """(the first MAX_BYTES, the file's size) of root/relative, never leaving root: no
+    absolute path, no `..`, no symbolic link at any step, a regular file only."""
+    parts = PurePosixPath(relative).parts
+    if not relative or relative.startswith("/") or any(p in ("..", ".", "") for p in parts):
+        raise FileRefused("not a path inside the submission")
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise FileRefused("this submission's files are not on this server now") from exc
+    try:
+        for part in parts[:-1]:
+            next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = next_fd
+        leaf = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise FileRefused("a symbolic link; not followed") from exc
+        raise FileRefused("no such file in the submission") from exc
+    finally:
+        os.close(fd)
+    with os.fdopen(leaf, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise FileRefused("not a regular file")
+        return handle.read(MAX_BYTES), info.st_size
+
+
+def _highlight(line: str, kind: str) -> str:
+    """One line escaped, its keys (and YAML comments) wrapped in spans."""
+    html = escape(line)
+    if kind == "json":
+        return _JSON_KEY.sub(r'<span class="k">\1</span>\2', html)
+    if kind == "yaml":
+        comment = _COMMENT.match(html)
+        if comment:
+            return f'{comment.group(1)}<span class="c">{comment.group(2)}</span>'
+        return _YAML_KEY.sub(r'\1<span class="k">\2</span>\3', html)
+    return html
+
+
+def _kind(path: str) -> str:
+    lower = path.lower()
+    if lower.endswith((".json", ".jsonl", ".ndjson", ".har")):
+        return "json"
+    if lower.endswith((".yaml", ".yml")):
+        return "yaml"
+    return "text"
+
+
+@login_required
+@require_GET
+def submission_file(request: HttpRequest, pk: int) -> HttpResponse:
+    """One file of the submission, as its evidence lines point at it (?path=…&line=…)."""
+    submission = get_submission_for_user(request, pk)
+    path = request.GET.get("path", "")
+    line_param = request.GET.get("line", "")
+    lit = int(line_param) if line_param.isdigit() else None
+    context: dict[str, object] = {"submission": submission, "path": path, "lit": lit}
+    try:
+        data, size = _safe_open(tree_path(submission), path)
+    except FileRefused as exc:
+        context["refused"] = str(exc)
+        return render(request, "reviewer/file.html", context, status=404)
+    context["size"] = size
+    context["truncated"] = size > len(data)
+    if b"\x00" in data[:8192]:
+        context["binary"] = True
+        return render(request, "reviewer/file.html", context)
+    text = redact_text(data.decode("utf-8", "replace"))
+    kind = _kind(path)
+    lines = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        cut = len(line) > MAX_LINE
+        shown = _highlight(line[:MAX_LINE], kind)
+        lines.append(
+            {
+                "n": number,
+                "html": mark_safe(shown + ("…" if cut else "")),  # noqa: S308 - escaped above
+                "lit": number == lit,
+            }
+        )
+    if lines and lines[-1]["html"] == "" and text.endswith("\n"):
+        lines.pop()
+    context.update({"lines": lines, "kind": kind})
+    return render(request, "reviewer/file.html", context)
