@@ -146,6 +146,15 @@ def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
     keys = page.locator("#checks tr", has_text="cassettes.keys_match")
     assert "1610a6524d6320f3" in keys.inner_text()
     _shot(page, "submission")
+    # Follow a flaw from the verdict to its evidence, then to the file it names.
+    page.click("#verdict a[href='#check-cassettes.keys_match']")
+    assert page.evaluate("location.hash") == "#check-cassettes.keys_match"
+    page.locator('[id="check-cassettes.keys_match"] ul.evidence a').first.click()
+    page.wait_for_url(re.compile(r".*/file/\?path=.*"))
+    assert page.locator("table.file tr").count() > 3
+    assert "secrets redacted" in page.content()
+    _shot(page, "file-viewer")
+    page.go_back()
 
     page.goto(f"{base}/submissions/{flawed}/diff/?against={good}")
     assert page.locator("text=First diverging turn").count() == 1
