@@ -93,6 +93,9 @@ class Note(models.Model):
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="notes")
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
     row = models.ForeignKey(RubricRow, null=True, blank=True, on_delete=models.SET_NULL)
+    # What the note is pinned to, when not a rubric row: "check:<check id>",
+    # "turn:<thread>.<index>" or "hop:<line>" (the evidence it is about).
+    anchor = models.CharField(max_length=200, blank=True, default="")
     body = models.TextField(help_text="Markdown; rendered sanitised.")
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)

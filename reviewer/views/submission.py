@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.cache import caches
@@ -17,6 +18,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from reviewer.forms import ScoreForm
 from reviewer.models import Note, RubricRow, Score
+from reviewer.pins import PinRefused, pin_note, pins_by_target, target_id, visible_pins
 from reviewer.queue import queue_for
 from reviewer.scoring import (
     ScoreConflict,
@@ -125,7 +127,24 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context.update(_rubric_context(request, submission, checks))
     context["verdict"] = _verdict(submission, checks, context)
     context["queue"] = queue_for(request.user, submission)
+    context.update(_pin_context(request, submission, checks))
     return render(request, "reviewer/submission.html", context)
+
+
+def _pin_context(request: HttpRequest, submission: Submission, checks: list) -> dict:
+    """The rubric pane's notes on the evidence and the one pin form's choices."""
+    pins = [p for group in pins_by_target(visible_pins(request.user, submission)).values()
+            for p in group]  # fmt: skip
+    choices = [(f"check:{c.check_id}", f"check {c.check_id}") for c in checks]
+    turns = submission.turns.order_by("thread", "index").values_list("thread", "index")[:500]
+    choices += [(f"turn:{t}.{i}", f"thread {t}, turn {i}") for t, i in turns]
+    hops = submission.trace_rows.order_by("line").values_list("line", flat=True)[:500]
+    choices += [(f"hop:{line}", f"trace line {line}") for line in hops]
+    return {
+        "pin_list": pins,
+        "pin_choices": choices,
+        "pin_selected": request.GET.get("pin", ""),
+    }
 
 
 def _verdict(submission: Submission, checks: list, context: dict[str, object]) -> Verdict:
@@ -221,7 +240,7 @@ def review_submit_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 # Bump when the evidence partials change, so no cached HTML of the old layout is served.
-_EVIDENCE_LAYOUT = 3
+_EVIDENCE_LAYOUT = 4
 
 
 _EVIDENCE_TTL = 3600
@@ -239,11 +258,14 @@ def evidence_html(request: HttpRequest, context: dict[str, object]) -> dict[str,
     """
     submission: Submission = context["submission"]  # type: ignore[assignment]
     jobs: list[Job] = context["jobs"]  # type: ignore[assignment]
+    pins = visible_pins(request.user, submission)
     key = None
     if not context["jobs_active"]:
         signature = repr(
             (
                 _EVIDENCE_LAYOUT,
+                # The notes pinned in these sections that this user may see.
+                sorted((n.pk, n.updated) for n in pins),
                 # Which submission this is, even if a deleted one's id is given again.
                 (submission.archive_sha256, submission.created),
                 [(j.pk, j.state, j.attempts, j.finished_at) for j in jobs],
@@ -255,7 +277,12 @@ def evidence_html(request: HttpRequest, context: dict[str, object]) -> dict[str,
         cached = caches["fragments"].get(key)
         if cached is not None:
             return {part: mark_safe(text) for part, text in cached.items()}  # noqa: S308
-    full = {**context, **evidence_context(submission, jobs, request.GET)}
+    full = {
+        **context,
+        **evidence_context(submission, jobs, request.GET),
+        "pins": pins_by_target(pins),
+        "can_pin": not settings.DEMO_MODE,
+    }
     html = {
         part: render_to_string(f"reviewer/submission.html#evidence-{part}", full, request)
         for part in _EVIDENCE_PARTS
@@ -265,6 +292,25 @@ def evidence_html(request: HttpRequest, context: dict[str, object]) -> dict[str,
         caches["fragments"].set(key, plain, _EVIDENCE_TTL)
     # Our own templates rendered these from escaped values.
     return {part: mark_safe(text) for part, text in html.items()}  # noqa: S308
+
+
+@login_required
+@require_POST
+def note_pin_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Pin a note to a check, a turn or a hop; back to it on the page."""
+    submission = get_submission_for_user(request, pk)
+    anchor = request.POST.get("anchor", "")
+    try:
+        pin_note(
+            submission=submission,
+            author=request.user,
+            anchor=anchor,
+            body=request.POST.get("body", ""),
+        )
+    except PinRefused as exc:
+        messages.error(request, f"Note not pinned: {exc}")
+        return redirect(submission.get_absolute_url())
+    return redirect(f"{submission.get_absolute_url()}#{target_id(anchor)}")
 
 
 @login_required

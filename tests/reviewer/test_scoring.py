@@ -273,7 +273,9 @@ def test_a_submitted_review_is_read_only_and_says_so(alice, submission) -> None:
     page = alice.get(submission.get_absolute_url()).content.decode()
     rubric = page[page.index('id="rubric"') :]
     assert "it is read-only now" in rubric
-    assert "hx-post" not in rubric and "<select" not in rubric  # no control left to change
+    # No score control is left to change (a note can still be pinned to the evidence).
+    assert "hx-post" not in rubric and '<form id="row-' not in rubric
+    assert 'name="row' not in rubric
     assert "once you submit your own review" not in rubric
     assert "No other reviewer has scored this submission yet." in rubric
     refused = _post(alice, submission, rows[0], value=1, version=1)

@@ -111,6 +111,14 @@ def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
     page.wait_for_selector("form.rubric-row >> nth=0 >> .saved")
     assert page.locator("form.rubric-row select").first.input_value() == "1"
     _shot(page, "keyboard")
+    # Pin a note to a turn: the turn's link opens the one pin form with that turn chosen.
+    page.locator("#conversations .pin-link").first.click()
+    page.fill("#pin-form textarea", "this turn invents an order id")
+    page.click("#pin-form button[type=submit]")
+    page.wait_for_url(re.compile(r".*#turn-\d+\.\d+$"))
+    turn_id = page.evaluate("location.hash")[1:]
+    assert "invents an order id" in page.locator(f'[id="{turn_id}"]').inner_text()
+    assert "invents an order id" in page.locator("#rubric").inner_text()
     # The desk on a wide screen: the rubric beside the evidence; a check chip of a rubric
     # row lands on that check.
     login = ctx_a.storage_state()
