@@ -20,3 +20,6 @@ class ScoreForm(forms.Form):
         help_text="Markdown",
     )
     version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+    # One token per page load and the page's change counter (set by desk.js; 0 without JS).
+    tab = forms.CharField(required=False, max_length=32, widget=forms.HiddenInput)
+    seq = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)

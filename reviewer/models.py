@@ -79,6 +79,11 @@ class Score(models.Model):
     override_reason = models.TextField(blank=True)
     # Bumped on every save; a save carrying an older version is a conflict, not an overwrite.
     version = models.PositiveIntegerField(default=0)
+    # The page (tab) that saved last and that page's own count of changes: two quick
+    # changes in one page are that page's latest intent, not a conflict; a late answer
+    # to the earlier one never overwrites the later.
+    tab = models.CharField(max_length=32, blank=True, default="")
+    seq = models.PositiveBigIntegerField(default=0)
     updated = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -76,6 +76,8 @@ def score_save(
     override_reason: str,
     expected_version: int,
     notes: str | None = None,
+    tab: str = "",
+    seq: int = 0,
 ) -> Score:
     """Save one row's score, refusing a stale version and an unearned 3."""
     if value is not None and not 0 <= value <= 3:
@@ -97,10 +99,15 @@ def score_save(
     with transaction.atomic():
         score, _ = Score.objects.select_for_update().get_or_create(review=review, row=row)
         if score.version != expected_version:
-            raise ScoreConflict(
-                score,
-                {"value": value, "evidence": evidence, "override_reason": override_reason},
-            )
+            if not (tab and score.tab == tab):  # another page saved since: a real conflict
+                raise ScoreConflict(
+                    score,
+                    {"value": value, "evidence": evidence, "override_reason": override_reason},
+                )
+            if seq and seq < score.seq:
+                return score  # this page's earlier change, answered late: the later one holds
+        score.tab = tab[:32]
+        score.seq = max(seq, 0)
         score.value = value
         score.evidence = evidence.strip()[:2000]
         # Kept whatever the value: a reason is often typed before the 3 is chosen.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import secrets
 
 from django.conf import settings
 from django.contrib import messages
@@ -56,8 +57,9 @@ def _rubric_context(
         .values_list("row_id", "body")
     )
     rows = []
+    tab = secrets.token_hex(8)  # this page load: its quick successive saves are one intent
     for row in review.rubric.rows.all():
-        context = _row_context(row, scores.get(row.pk), statuses, notes.get(row.pk, ""))
+        context = _row_context(row, scores.get(row.pk), statuses, notes.get(row.pk, ""), tab)
         context["evidence_choices"] = _evidence_choices(row, checks)
         rows.append(context)
     unscored = [r["row"].title for r in rows if r["score"] is None or r["score"].value is None]
@@ -81,7 +83,7 @@ def _evidence_choices(row: RubricRow, checks: dict) -> list[str]:
 
 
 def _row_context(
-    row: RubricRow, score: Score | None, statuses: dict[str, str], note: str = ""
+    row: RubricRow, score: Score | None, statuses: dict[str, str], note: str = "", tab: str = ""
 ) -> dict:
     version = score.version if score else 0
     initial = {
@@ -90,6 +92,8 @@ def _row_context(
         "override_reason": score.override_reason if score else "",
         "notes": note,
         "version": version,
+        "tab": tab,
+        "seq": score.seq if score and score.tab == tab else 0,
     }
     passed, missing = checks_passed(row, statuses)
     return {
@@ -186,6 +190,8 @@ def score_update(request: HttpRequest, pk: int, row_id: int) -> HttpResponse:
                 override_reason=data["override_reason"],
                 expected_version=data["version"],
                 notes=data["notes"],
+                tab=data["tab"] or "",
+                seq=data["seq"] or 0,
             )
             saved = True
         except ScoreConflict as exc:
@@ -206,7 +212,8 @@ def score_update(request: HttpRequest, pk: int, row_id: int) -> HttpResponse:
         return redirect(f"{submission.get_absolute_url()}#row-{row.pk}")
     score = Score.objects.filter(review=review, row=row).first()
     note = Note.objects.filter(submission=submission, author=request.user, row=row).first()
-    context = _row_context(row, score, statuses, note.body if note else "")
+    tab = form.cleaned_data.get("tab", "") if form.is_valid() else ""
+    context = _row_context(row, score, statuses, note.body if note else "", tab or "")
     checks = {c.check_id: c for c in submission.checks.filter(check_id__in=row.check_ids)}
     context["evidence_choices"] = _evidence_choices(row, checks)
     if not saved:

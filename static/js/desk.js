@@ -29,3 +29,12 @@ document.addEventListener("keydown", function (event) {
     if (note) { event.preventDefault(); note.focus(); }
   }
 });
+
+// Number each change of a rubric row before htmx sends it (capture phase: first), so the
+// server keeps this page's latest choice even when two quick changes' answers cross.
+var changes = 0;
+document.addEventListener("change", function (event) {
+  var row = event.target.closest && event.target.closest("form.rubric-row");
+  var seq = row && row.querySelector("input[name$='-seq']");
+  if (seq) { changes += 1; seq.value = String(Date.now() * 1000 + (changes % 1000)); }
+}, true);

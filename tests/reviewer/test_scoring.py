@@ -43,13 +43,18 @@ def _rows(client, submission):
     return review, list(review.rubric.rows.all())
 
 
-def _post(client, submission, row, *, value, version, evidence="", override="", htmx=True):
+def _post(
+    client, submission, row, *, value, version, evidence="", override="", htmx=True, tab="",
+    seq=None,
+):  # fmt: skip
     prefix = f"row{row.pk}"
     data = {
         f"{prefix}-value": "" if value is None else str(value),
         f"{prefix}-evidence": evidence,
         f"{prefix}-override_reason": override,
         f"{prefix}-version": str(version),
+        f"{prefix}-tab": tab,
+        f"{prefix}-seq": "" if seq is None else str(seq),
     }
     extra = {"HTTP_HX_REQUEST": "true"} if htmx else {}
     return client.post(reverse("score_update", args=[submission.pk, row.pk]), data, **extra)
@@ -280,3 +285,19 @@ def test_a_submitted_review_is_read_only_and_says_so(alice, submission) -> None:
     assert "No other reviewer has scored this submission yet." in rubric
     refused = _post(alice, submission, rows[0], value=1, version=1)
     assert refused.status_code == 400 and b"can no longer change" in refused.content
+
+
+def test_two_quick_changes_in_one_page_keep_the_later_one(alice, submission) -> None:
+    _, rows = _rows(alice, submission)
+    row = rows[1]
+    # Both sent from the same page before the first answer came back: same version.
+    first = _post(alice, submission, row, value=0, version=0, tab="t1", seq=100)
+    second = _post(alice, submission, row, value=1, version=0, tab="t1", seq=200)
+    assert first.status_code == second.status_code == 200
+    assert Score.objects.get(row=row).value == 1
+    # The earlier change answered late never overwrites the later one.
+    late = _post(alice, submission, row, value=0, version=1, tab="t1", seq=150)
+    assert late.status_code == 200 and Score.objects.get(row=row).value == 1
+    # Another page (tab) with an old version is still a conflict, nothing overwritten.
+    other = _post(alice, submission, row, value=2, version=0, tab="t2", seq=300)
+    assert other.status_code == 409 and Score.objects.get(row=row).value == 1

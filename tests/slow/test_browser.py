@@ -110,6 +110,18 @@ def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
     page.keyboard.press("1")
     page.wait_for_selector("form.rubric-row >> nth=0 >> .saved")
     assert page.locator("form.rubric-row select").first.input_value() == "1"
+    # Two quick presses on the next row: the later choice is the one saved.
+    second = page.locator("form.rubric-row select").nth(1)
+    second.focus()
+    page.keyboard.press("0")
+    page.keyboard.press("1")
+    page.wait_for_timeout(1500)
+    from reviewer.models import Score
+
+    saved = Score.objects.get(review__submission_id=good, review__reviewer__username="alice",
+                              row=Score.objects.filter(review__submission_id=good)
+                              .order_by("row__order")[1].row)  # fmt: skip
+    assert saved.value == 1
     _shot(page, "keyboard")
     # Pin a note to a turn: the turn's link opens the one pin form with that turn chosen.
     page.locator("#conversations .pin-link").first.click()
