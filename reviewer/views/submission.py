@@ -17,6 +17,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from reviewer.context import queue_down
 from reviewer.forms import ScoreForm
 from reviewer.models import Note, RubricRow, Score
 from reviewer.pins import PinRefused, pin_note, pins_by_target, target_id, visible_pins
@@ -131,6 +132,7 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context.update(_rubric_context(request, submission, checks))
     context["verdict"] = _verdict(submission, checks, context)
     context["queue"] = queue_for(request.user, submission)
+    context["queue_down"] = queue_down(request.user)
     context.update(_pin_context(request, submission, checks))
     return render(request, "reviewer/submission.html", context)
 

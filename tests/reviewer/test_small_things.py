@@ -35,3 +35,29 @@ def test_backticks_become_code_and_nothing_else_becomes_markup() -> None:
     assert ticks("run `make test` now") == "run <code>make test</code> now"
     assert ticks("`<script>`") == "<code>&lt;script&gt;</code>"
     assert ticks("a ` lone tick <b>") == "a ` lone tick &lt;b&gt;"
+
+
+def test_one_banner_says_the_queue_is_down_and_the_fix(
+    client, reviewer, assignment, candidate, settings
+) -> None:
+    import io
+    from unittest import mock
+
+    from submissions.intake.upload import submission_create
+    from submissions.jobs import queue
+    from tests.conftest import make_zip
+
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        submission = submission_create(
+            upload=io.BytesIO(make_zip({"a": "1"})), filename="a.zip", candidate=candidate,
+            assignment=assignment, uploaded_by=reviewer,
+        ).submission  # fmt: skip
+    client.force_login(reviewer)
+    down = {"broker_ok": False, "worker_ok": False, "worker_seen_s": None}
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    with mock.patch("reviewer.health.queue_health", return_value=down):
+        page = client.get(submission.get_absolute_url()).content.decode()
+    assert page.count("The job queue is unreachable") == 1 and "unset <code>REDIS_URL" in page
+    up = {**down, "broker_ok": True}
+    with mock.patch("reviewer.health.queue_health", return_value=up):
+        assert "job queue is unreachable" not in client.get(submission.get_absolute_url()).text
