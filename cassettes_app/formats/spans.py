@@ -15,7 +15,6 @@ are counted, not read.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -36,6 +35,7 @@ from cassettes_app.formats.base import (
     run_parser,
     set_models,
 )
+from cassettes_app.formats.conversation import iso_time, tool_call
 from cassettes_app.limits import DEFAULT_LIMITS, PARSE_ERRORS, ParseLimits
 from cassettes_app.providers import detect_provider
 
@@ -447,7 +447,7 @@ def _vercel_message(message: Mapping[str, Any]) -> dict[str, Any]:
             texts.append(part["text"])
         elif kind == "tool-call":
             arguments = part.get("input", part.get("args"))
-            calls.append(_call(part.get("toolCallId"), part.get("toolName"), arguments))
+            calls.append(tool_call(part.get("toolCallId"), part.get("toolName"), arguments))
         elif kind == "tool-result":
             out["role"] = "tool"
             out["tool_call_id"] = part.get("toolCallId")
@@ -468,7 +468,7 @@ def _vercel_reply(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
     }
     if isinstance(calls, list):
         reply["tool_calls"] = [
-            _call(c.get("toolCallId"), c.get("toolName"), c.get("input", c.get("args")))
+            tool_call(c.get("toolCallId"), c.get("toolName"), c.get("input", c.get("args")))
             for c in calls
             if isinstance(c, Mapping)
         ]
@@ -485,15 +485,9 @@ def _output_reply(value: Any) -> dict[str, Any]:
         and loaded
         and all(isinstance(c, Mapping) and "tool.name" in c for c in loaded)
     ):
-        calls = [_call(None, c.get("tool.name"), c.get("tool.args")) for c in loaded]
+        calls = [tool_call(None, c.get("tool.name"), c.get("tool.args")) for c in loaded]
         return {"role": "assistant", "content": None, "tool_calls": calls}
     return {"role": "assistant", "content": value if isinstance(value, str) else json.dumps(value)}
-
-
-def _call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments)
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 def _usage(attrs: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -516,29 +510,17 @@ def _usage(attrs: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _time(span: Mapping[str, Any]) -> str | None:
+    """A span's start: OTLP's nanoseconds (often as text), else the SDK's own field."""
     for key in ("startTimeUnixNano", "start_time_unix_nano"):
         value = span.get(key)
-        try:
-            nanos = int(value) if value is not None else None
-        except (TypeError, ValueError):
-            nanos = None
-        if nanos:
-            stamp = dt.datetime.fromtimestamp(nanos / 1e9, tz=dt.UTC)
-            return stamp.isoformat().replace("+00:00", "Z")
-    for key in ("start_time", "startTime", "timestamp"):
-        value = span.get(key)
-        if isinstance(value, str):
-            return value
-        if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value):
-            value = value[0] * 10**9 + value[1]  # hrtime [seconds, nanoseconds]
-        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-            seconds = value / 1e9 if value > 1e14 else value / 1e3 if value > 1e11 else value
-            try:
-                stamp = dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
-            except (OverflowError, OSError, ValueError):
-                return None
-            return stamp.isoformat().replace("+00:00", "Z")
-    return None
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        if isinstance(value, int) and value:
+            return iso_time(value)
+    return next(
+        (iso_time(span[key]) for key in ("start_time", "startTime", "timestamp") if key in span),
+        None,
+    )
 
 
 def _raw_payloads(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
