@@ -116,6 +116,7 @@ def evidence_context(
         submission.trace_rows.order_by("recording_id", "line"), size, pages.get("trace")
     )
     findings = _page(submission.findings.all(), size, pages.get("findings")) if paged else None
+    found = findings.object_list if paged else list(submission.findings.all()[:200])
     checks = sorted(
         submission.checks.all(), key=lambda c: (_CHECK_ORDER.get(c.status, 9), c.check_id)
     )
@@ -138,9 +139,26 @@ def evidence_context(
         "list_cap": size,
         "paged": paged,
         "checks": checks,
-        "findings": findings.object_list if paged else list(submission.findings.all()[:200]),
+        "findings": found,
         "findings_page": findings,
+        # The first turn each finding's file was rebuilt into (one query for the page).
+        "finding_turns": _first_turns(submission, {f.path for f in found if f.path}),
     }
+
+
+def _first_turns(submission: Submission, paths: set[str]) -> dict[str, str]:
+    """path -> "thread.index" of the first turn rebuilt from that recording."""
+    if not paths:
+        return {}
+    out: dict[str, str] = {}
+    rows = (
+        submission.turns.filter(recording__path__in=paths)
+        .order_by("thread", "index")
+        .values_list("recording__path", "thread", "index")
+    )
+    for path, thread, index in rows[:5000]:
+        out.setdefault(path, f"{thread}.{index}")
+    return out
 
 
 def assignment_rules(assignment: Assignment) -> list[dict[str, object]]:

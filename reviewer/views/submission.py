@@ -249,7 +249,7 @@ def review_submit_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 # Bump when the evidence partials change, so no cached HTML of the old layout is served.
-_EVIDENCE_LAYOUT = 4
+_EVIDENCE_LAYOUT = 5
 
 
 _EVIDENCE_TTL = 3600

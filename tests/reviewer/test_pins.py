@@ -102,3 +102,19 @@ def test_pins_are_blind_until_the_other_reviewer_submits(
     )  # fmt: skip
     client.force_login(reviewer2)
     assert "alice thinks" in client.get(submission.get_absolute_url()).content.decode()
+
+
+def test_a_finding_links_to_its_file_and_the_turn_it_became(client, reviewer, submission) -> None:
+    from submissions.models import Finding, Recording
+
+    rec = Recording.objects.create(submission=submission, path="cassettes/a.json", format="vcr")
+    Turn.objects.filter(submission=submission).update(recording=rec)
+    Finding.objects.create(
+        submission=submission, kind="body_problem", severity="warn", path="cassettes/a.json",
+        line=7, message="interaction 0 response: invalid JSON body",
+    )  # fmt: skip
+    client.force_login(reviewer)
+    page = client.get(submission.get_absolute_url()).content.decode()
+    findings = page[page.index('id="findings"') :]
+    assert "?path=cassettes/a.json&amp;line=7#L7" in findings
+    assert '<a href="#turn-0.1">its turn</a>' in findings
