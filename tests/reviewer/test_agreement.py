@@ -1,0 +1,145 @@
+"""Agreement and calibration figures, against reference values computed independently:
+Krippendorff's worked example (2011, "Computing Krippendorff's Alpha-Reliability": 4
+observers, 12 units, missing values; ordinal alpha 0.815) and a weighted kappa worked out
+by hand from its definition here."""
+
+from __future__ import annotations
+
+import io
+import json
+from io import StringIO
+from itertools import product
+from unittest import mock
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from reviewer.agreement import MIN_SHARED, alpha_ordinal, pair_kappas, reviewer_calibration
+from reviewer.models import Review, RubricTemplate, Score
+from submissions.intake.upload import submission_create
+from submissions.jobs import queue
+from submissions.models import Candidate
+from tests.conftest import make_zip
+
+PAPER = {  # observer -> values of units 1..12 (None: not coded)
+    "A": [1, 2, 3, 3, 2, 1, 4, 1, 2, None, None, None],
+    "B": [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, None, 3],
+    "C": [None, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, None],
+    "D": [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, None],
+}
+
+
+def _units(table: dict[str, list]) -> dict:
+    units: dict = {}
+    for observer, values in table.items():
+        for i, value in enumerate(values):
+            if value is not None:
+                units.setdefault((i, 0), {})[observer] = value
+    return units
+
+
+def test_alpha_ordinal_matches_krippendorffs_worked_example() -> None:
+    assert alpha_ordinal(_units(PAPER), domain=[1, 2, 3, 4, 5]) == pytest.approx(0.815, abs=5e-4)
+
+
+def test_alpha_is_none_when_the_data_cannot_define_it() -> None:
+    assert alpha_ordinal(_units({"A": [2, 2, 2]})) is None  # one reviewer
+    assert alpha_ordinal(_units({"A": [2, 2], "B": [2, 2]})) is None  # no variation
+
+
+def _kappa_by_hand(a: list[int], b: list[int]) -> float:
+    """1 - sum(w * observed) / sum(w * expected), w = (i - j)^2, over categories 0..3."""
+    n = len(a)
+    observed = {(i, j): 0.0 for i, j in product(range(4), repeat=2)}
+    for x, y in zip(a, b, strict=True):
+        observed[(x, y)] += 1 / n
+    pa = [a.count(i) / n for i in range(4)]
+    pb = [b.count(i) / n for i in range(4)]
+    num = sum((i - j) ** 2 * observed[(i, j)] for i, j in observed)
+    den = sum((i - j) ** 2 * pa[i] * pb[j] for i, j in observed)
+    return 1 - num / den
+
+
+def test_weighted_kappa_matches_its_definition_and_needs_five_shared_units() -> None:
+    a = [0, 1, 2, 3, 3, 2, 1]
+    b = [0, 1, 3, 3, 2, 2, 0]
+    c = [3, 3, 3]  # only three units shared with the others: no kappa
+    units = {(i, 0): {"ann": a[i], "ben": b[i]} for i in range(len(a))}
+    for i, v in enumerate(c):
+        units[(i, 0)]["cy"] = v
+    (pair,) = pair_kappas(units)
+    assert (pair["a"], pair["b"], pair["n"]) == ("ann", "ben", len(a))
+    assert pair["weighted_kappa"] == pytest.approx(_kappa_by_hand(a, b), abs=1e-4)
+    assert MIN_SHARED == 5
+
+
+def test_each_reviewers_offset_and_share_of_threes() -> None:
+    units = {
+        (1, 0): {"ann": 3, "ben": 1},
+        (2, 0): {"ann": 3, "ben": 2, "cy": 1},
+        (3, 0): {"ann": 2},
+    }
+    got = {r["reviewer"]: r for r in reviewer_calibration(units)}
+    # ann: (3 - 1) and (3 - mean(2, 1)) -> mean(2, 1.5) = 1.75; 2 of her 3 scores are 3s.
+    assert got["ann"] == {"reviewer": "ann", "n": 3, "mean_offset": 1.75, "share_of_3": 0.6667}
+    # ben: (1 - 3) and (2 - mean(3, 1)) -> mean(-2, 0) = -1.
+    assert got["ben"]["mean_offset"] == -1 and got["ben"]["share_of_3"] == 0
+
+
+@pytest.fixture
+def cohort(assignment, reviewer, reviewer2, lead):
+    rubric = RubricTemplate.objects.get(slug="cassette")
+    rows = list(rubric.rows.all())
+    plan = {  # candidate -> (alice's scores, bob's scores) on every row
+        "Ann": (3, 3), "Ben": (3, 0), "Cy": (2, 2), "Dee": (1, 2), "Eve": (0, 1), "Fay": (2, 3),
+    }  # fmt: skip
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        for name, values in plan.items():
+            s = submission_create(
+                upload=io.BytesIO(make_zip({"n": name})), filename="c.zip",
+                candidate=Candidate.objects.create(name=name), assignment=assignment,
+            ).submission  # fmt: skip
+            for user, value in zip((reviewer, reviewer2), values, strict=True):
+                review = Review.objects.create(
+                    submission=s, reviewer=user, rubric=rubric, state="submitted"
+                )
+                Score.objects.bulk_create([Score(review=review, row=r, value=value) for r in rows])
+    # A draft counts for nothing.
+    draft = Review.objects.create(submission=s, reviewer=lead, rubric=rubric)
+    Score.objects.bulk_create([Score(review=draft, row=r, value=0) for r in rows])
+    return plan, rows
+
+
+def test_the_cohort_command_prints_the_figures_with_sorted_keys(assignment, cohort) -> None:
+    plan, rows = cohort
+    out = StringIO()
+    call_command("cohort", assignment.slug, "--format", "json", stdout=out)
+    text = out.getvalue()
+    doc = json.loads(text)
+    assert text == json.dumps(doc, sort_keys=True, indent=2) + "\n"
+    assert set(doc) == {"agreement", "assignment", "candidates", "reviewers"}
+    by_name = {c["candidate"]: c for c in doc["candidates"]}
+    ben = by_name["Ben"]
+    assert [r["reviewer"] for r in ben["reviews"]] == ["alice", "bob"]  # the draft left out
+    assert (ben["min"], ben["max"], ben["mean"]) == (0.0, 100.0, 50.0) and ben["flagged"]
+    assert by_name["Cy"]["flagged"] is False  # the same scores
+    # One point apart on every row is 33.3 apart in total: flagged by the total rule.
+    assert by_name["Dee"]["flagged"] is True and by_name["Dee"]["max"] - by_name["Dee"]["min"] > 20
+    assert all(set(r["rows"]) == {row.title for row in rows} for r in ben["reviews"])
+    (pair,) = doc["agreement"]["pairs"]
+    assert (pair["a"], pair["b"], pair["n"]) == ("alice", "bob", 6 * len(rows))
+    alice = [plan[c][0] for c in sorted(plan) for _ in rows]
+    bob = [plan[c][1] for c in sorted(plan) for _ in rows]
+    assert pair["weighted_kappa"] == pytest.approx(_kappa_by_hand(alice, bob), abs=1e-4)
+    assert -1 <= doc["agreement"]["alpha_ordinal"] <= 1
+    assert set(doc["agreement"]["rows"]) == {row.title for row in rows}
+    reviewers = {r["reviewer"]: r for r in doc["reviewers"]}
+    # alice minus bob on each candidate: 0, 3, 0, -1, -1, -1 -> mean 0.
+    assert reviewers["alice"]["mean_offset"] == 0 and reviewers["bob"]["mean_offset"] == 0
+    assert reviewers["alice"]["share_of_3"] == pytest.approx(2 / 6, abs=1e-4)
+
+
+def test_an_unknown_assignment_is_a_clear_error(db) -> None:
+    with pytest.raises(CommandError, match="no assignment 'nope'"):
+        call_command("cohort", "nope")
