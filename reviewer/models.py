@@ -110,3 +110,34 @@ class Note(models.Model):
 
     def __str__(self) -> str:
         return f"Note by {self.author} on {self.submission}"
+
+
+class ScoreEvent(models.Model):
+    """One change of a review, kept for ever: who, when, old → new, and the reason given.
+
+    Written beside every score, note, pin and submit, in the same transaction; never
+    updated or deleted by the app, so no score or note changes without a trace.
+    """
+
+    class Kind(models.TextChoices):
+        SCORE = "score", "score"
+        NOTE = "note", "note"
+        PIN = "pin", "pinned note"
+        SUBMIT = "submit", "submitted"
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="events")
+    review = models.ForeignKey(Review, null=True, blank=True, on_delete=models.CASCADE)
+    row = models.ForeignKey(RubricRow, null=True, blank=True, on_delete=models.SET_NULL)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    old = models.JSONField(null=True, blank=True)
+    new = models.JSONField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "pk"]
+        indexes = [models.Index(fields=["submission", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} by {self.actor} at {self.at:%Y-%m-%d %H:%M}"

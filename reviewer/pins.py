@@ -11,8 +11,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
+
 from reviewer.markdown import render_markdown
-from reviewer.models import Note, Review
+from reviewer.models import Note, Review, ScoreEvent
 from submissions.models import Submission
 from submissions.roles import is_hiring_lead
 
@@ -69,7 +71,16 @@ def pin_note(*, submission: Submission, author: Any, anchor: str, body: str) -> 
         raise PinRefused(f"a pinned note is at most {MAX_BODY} characters")
     if not anchor_exists(submission, anchor):
         raise PinRefused("that check, turn or hop is not in this submission")
-    return Note.objects.create(submission=submission, author=author, anchor=anchor, body=body)
+    with transaction.atomic():
+        note = Note.objects.create(submission=submission, author=author, anchor=anchor, body=body)
+        ScoreEvent.objects.create(
+            submission=submission,
+            actor=author,
+            kind=ScoreEvent.Kind.PIN,
+            old=None,
+            new={"anchor": anchor, "note": body},
+        )
+    return note
 
 
 def visible_pins(user: Any, submission: Submission) -> list[Note]:

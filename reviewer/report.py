@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reviewer.models import Review, RubricTemplate
+from reviewer.models import Review, RubricTemplate, ScoreEvent
 from submissions.models import Submission
 
 
@@ -89,4 +89,17 @@ def _scores(submission: Submission) -> dict[str, Any]:
                 "total": weighted_total([(s.row.weight, s.value) for s in rows]),
             }
         )
+    # Every change of every review, oldest first: nothing changed without a trace.
+    out["audit"] = [
+        {
+            "at": e.at.isoformat(),
+            "who": e.actor.get_username(),
+            "kind": e.kind,
+            "row": e.row.title if e.row else None,
+            "old": e.old,
+            "new": e.new,
+            "reason": e.reason,
+        }
+        for e in ScoreEvent.objects.filter(submission=submission).select_related("actor", "row")
+    ]
     return out

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from reviewer.models import Note, Review, RubricRow, RubricTemplate, Score
+from reviewer.models import Note, Review, RubricRow, RubricTemplate, Score, ScoreEvent
 from reviewer.report import weighted_total
 from submissions.models import CheckResult, Submission
 from submissions.roles import is_hiring_lead
@@ -106,6 +106,7 @@ def score_save(
                 )
             if seq and seq < score.seq:
                 return score  # this page's earlier change, answered late: the later one holds
+        old = _score_state(score)
         score.tab = tab[:32]
         score.seq = max(seq, 0)
         score.value = value
@@ -114,20 +115,51 @@ def score_save(
         score.override_reason = override_reason.strip()[:2000]
         score.version += 1
         score.save()
+        new = _score_state(score)
+        if new != old:
+            ScoreEvent.objects.create(
+                submission_id=review.submission_id,
+                review=review,
+                row=row,
+                actor_id=review.reviewer_id,
+                kind=ScoreEvent.Kind.SCORE,
+                old=old,
+                new=new,
+                reason=score.override_reason if score.value == 3 else "",
+            )
         if notes is not None:
             note_save(review=review, row=row, body=notes)
         Review.objects.filter(pk=review.pk).update(updated=timezone.now())
     return score
 
 
+def _score_state(score: Score) -> dict[str, Any]:
+    return {
+        "value": score.value,
+        "evidence": score.evidence,
+        "override_reason": score.override_reason,
+    }
+
+
 def note_save(*, review: Review, row: RubricRow, body: str) -> None:
     """The reviewer's note on a row (Markdown, stored as typed; rendered sanitised)."""
     body = body.strip()
     notes = Note.objects.filter(submission=review.submission, author=review.reviewer, row=row)
+    note = notes.first()
+    before = note.body if note is not None else ""
+    if before != body:
+        ScoreEvent.objects.create(
+            submission_id=review.submission_id,
+            review=review,
+            row=row,
+            actor_id=review.reviewer_id,
+            kind=ScoreEvent.Kind.NOTE,
+            old={"note": before},
+            new={"note": body},
+        )
     if not body:
         notes.delete()
         return
-    note = notes.first()
     if note is None:
         Note.objects.create(
             submission=review.submission, author=review.reviewer, row=row, body=body
@@ -144,10 +176,35 @@ def review_submit(*, review: Review) -> Review:
     missing = [row.title for row in rows if row.pk not in scored]
     if missing:
         raise ScoreRefused("score every row before submitting: " + ", ".join(missing))
-    review.state = Review.State.SUBMITTED
-    review.submitted_at = timezone.now()
-    review.save(update_fields=["state", "submitted_at", "updated"])
+    with transaction.atomic():
+        review.state = Review.State.SUBMITTED
+        review.submitted_at = timezone.now()
+        review.save(update_fields=["state", "submitted_at", "updated"])
+        ScoreEvent.objects.create(
+            submission_id=review.submission_id,
+            review=review,
+            actor_id=review.reviewer_id,
+            kind=ScoreEvent.Kind.SUBMIT,
+            old={"state": "draft"},
+            new={"state": "submitted"},
+        )
     return review
+
+
+def events_visible_to(user: Any, submission: Submission) -> list[ScoreEvent]:
+    """The history this user may read: their own changes; everyone's once their own review
+    is submitted, or for a hiring lead (the same blind rule as the scores)."""
+    me = getattr(user, "pk", None)
+    see_all = (
+        is_hiring_lead(user)
+        or Review.objects.filter(
+            submission=submission, reviewer_id=me, state=Review.State.SUBMITTED
+        ).exists()
+    )
+    events = ScoreEvent.objects.filter(submission=submission).select_related("actor", "row")
+    if not see_all:
+        events = events.filter(actor_id=me)
+    return list(events.order_by("-at", "-pk")[:200])
 
 
 @dataclass

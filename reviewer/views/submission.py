@@ -26,6 +26,7 @@ from reviewer.scoring import (
     ScoreConflict,
     ScoreRefused,
     checks_passed,
+    events_visible_to,
     review_for,
     review_get_or_create,
     review_submit,
@@ -70,6 +71,7 @@ def _rubric_context(
         "unscored": unscored,
         "submit_refused": request.GET.get("submit") == "refused" and bool(unscored),
         "visible_reviews": reviews_visible_to(request.user, submission),
+        "history": events_visible_to(request.user, submission),
         "check_statuses": statuses,
     }
 

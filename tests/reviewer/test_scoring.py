@@ -302,3 +302,54 @@ def test_two_quick_changes_in_one_page_keep_the_later_one(alice, submission) -> 
     # Another page (tab) with an old version is still a conflict, nothing overwritten.
     other = _post(alice, submission, row, value=2, version=0, tab="t2", seq=300)
     assert other.status_code == 409 and Score.objects.get(row=row).value == 1
+
+
+def test_every_change_is_kept_with_who_when_old_new_and_reason(alice, submission) -> None:
+    from reviewer.models import ScoreEvent
+
+    _, rows = _rows(alice, submission)
+    for cid in rows[0].check_ids:
+        CheckResult.objects.update_or_create(
+            submission=submission, check_id=cid, defaults={"status": "fail", "summary": "x"}
+        )
+    row = rows[0]
+    _post(alice, submission, row, value=1, version=0, evidence="first look")
+    _post(alice, submission, row, value=3, version=1, evidence="first look",
+          override="ran it by hand: exit 0")  # fmt: skip
+    _post(
+        alice,
+        submission,
+        row,
+        value=3,
+        version=2,
+        evidence="first look",
+        override="ran it by hand: exit 0",
+    )  # fmt: skip
+    # (the same values again: no change, no event)
+    events = list(ScoreEvent.objects.filter(submission=submission, kind="score"))
+    assert [(e.old["value"], e.new["value"]) for e in events] == [(None, 1), (1, 3)]
+    assert events[1].reason == "ran it by hand: exit 0"
+    assert {e.actor.username for e in events} == {"alice"} and all(e.at for e in events)
+    page = alice.get(submission.get_absolute_url()).content.decode()
+    history = page[page.index('id="history"') :]
+    assert (
+        "History: 2 changes" in history
+        and "1 → 3" in history
+        and "reason: ran it by hand" in history
+    )
+    out = io.StringIO()
+    call_command("report", str(submission.pk), "--format", "json", stdout=out)
+    audit = json.loads(out.getvalue())["scores"]["audit"]
+    assert [(a["kind"], a["old"]["value"], a["new"]["value"]) for a in audit] == [
+        ("score", None, 1), ("score", 1, 3)]  # fmt: skip
+    assert audit[1]["who"] == "alice" and audit[1]["row"] == row.title
+
+
+def test_others_history_is_blind_until_one_submits(client, reviewer, reviewer2, submission) -> None:
+    client.force_login(reviewer)
+    client.user_name = "alice"
+    _, rows = _rows(client, submission)
+    _post(client, submission, rows[0], value=2, version=0, evidence="alice saw it")
+    client.force_login(reviewer2)
+    page = client.get(submission.get_absolute_url()).content.decode()
+    assert "alice saw it" not in page and 'id="history"' not in page
