@@ -14,9 +14,9 @@ from typing import Any
 from django.db import transaction
 
 from reviewer.markdown import render_markdown
-from reviewer.models import Note, Review, ScoreEvent
+from reviewer.models import Note, ScoreEvent
+from reviewer.scoring import sees_others
 from submissions.models import Submission
-from submissions.roles import is_hiring_lead
 
 MAX_BODY = 5000
 _ANCHOR = re.compile(r"check:[a-z_]+\.[a-z_]+|turn:\d{1,9}\.\d{1,9}|hop:\d{1,9}")
@@ -87,12 +87,7 @@ def visible_pins(user: Any, submission: Submission) -> list[Note]:
     """The pinned notes this user may see (one query, two with the review check)."""
     notes = Note.objects.filter(submission=submission).exclude(anchor="").select_related("author")
     me = getattr(user, "pk", None)
-    see_all = (
-        is_hiring_lead(user)
-        or Review.objects.filter(
-            submission=submission, reviewer_id=me, state=Review.State.SUBMITTED
-        ).exists()
-    )
+    see_all = sees_others(user, submission)
     return [n for n in notes if see_all or n.author_id == me]
 
 

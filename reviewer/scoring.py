@@ -191,16 +191,23 @@ def review_submit(*, review: Review) -> Review:
     return review
 
 
-def events_visible_to(user: Any, submission: Submission) -> list[ScoreEvent]:
-    """The history this user may read: their own changes; everyone's once their own review
-    is submitted, or for a hiring lead (the same blind rule as the scores)."""
-    me = getattr(user, "pk", None)
-    see_all = (
+def sees_others(user: Any, submission: Submission) -> bool:
+    """The blind rule: others' scores, notes and history show to a hiring lead, or to a
+    reviewer once their own review of this submission is submitted."""
+    return (
         is_hiring_lead(user)
         or Review.objects.filter(
-            submission=submission, reviewer_id=me, state=Review.State.SUBMITTED
+            submission=submission,
+            reviewer_id=getattr(user, "pk", None),
+            state=Review.State.SUBMITTED,
         ).exists()
     )
+
+
+def events_visible_to(user: Any, submission: Submission) -> list[ScoreEvent]:
+    """The history this user may read: their own changes, everyone's when `sees_others`."""
+    me = getattr(user, "pk", None)
+    see_all = sees_others(user, submission)
     events = ScoreEvent.objects.filter(submission=submission).select_related("actor", "row")
     if not see_all:
         events = events.filter(actor_id=me)
