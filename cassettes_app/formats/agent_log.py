@@ -23,6 +23,7 @@ from cassettes_app.formats.base import (
     as_status,
     as_text_or_none,
     body_findings,
+    close_recording,
     head_document,
     header_pairs,
     is_agent_line,
@@ -32,7 +33,7 @@ from cassettes_app.formats.base import (
     jsonl_sample,
     looks_like,
     run_parser,
-    set_models,
+    tally_finding,
 )
 from cassettes_app.formats.conversation import model_calls
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
@@ -150,24 +151,15 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
         if stamp and line is not None:
             times[line] = stamp
     if other:
-        kinds = ", ".join(f"{k} ×{n}" for k, n in sorted(other.items())[:8])
         who = {CLAUDE_CODE: "Claude Code", CLAUDE_SDK: "Agent SDK stream"}.get(family, "Codex")
-        result.findings.append(
-            ParsedFinding(
-                "bad_line", "info", path, None, f"{who} bookkeeping lines not read: {kinds}"
-            )
-        )
+        result.findings.append(tally_finding(path, f"{who} bookkeeping lines not read", other))
     if result.messages and not recording.interactions:
         # A transcript: its model calls (one per run of assistant messages) become the
         # interactions that turns are made of.
         recording.interactions = _transcript_calls(result, path, models, times)
         recording.meta["messages"] = len(result.messages)
     if recording.interactions:
-        set_models(recording)
-        recording.recorded_at = recording.recorded_at or next(
-            (i.recorded_at for i in recording.interactions if i.recorded_at), None
-        )
-        result.recordings.append(recording)
+        close_recording(result, recording)
     if not result.messages and not recording.interactions and not result.findings:
         result.findings.append(
             ParsedFinding("empty_file", "warn", path, None, "agent log is empty")

@@ -21,9 +21,10 @@ from cassettes_app.formats.base import (
     ParsedFinding,
     ParsedRecording,
     ParseResult,
+    close_recording,
     head_text,
     run_parser,
-    set_models,
+    tally_finding,
 )
 from cassettes_app.formats.conversation import (
     as_chat_messages,
@@ -142,12 +143,7 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
             )
         )
     if others:
-        shown = ", ".join(f"{k} ×{n}" for k, n in sorted(others.items()))
-        result.findings.append(
-            ParsedFinding("bad_line", "info", path, None, f"spans that are no model call: {shown}")
-        )
+        result.findings.append(tally_finding(path, "spans that are no model call", others))
     if not spans:
         result.findings.append(ParsedFinding("empty_file", "warn", path, None, "no spans"))
-    set_models(recording)
-    recording.recorded_at = next((i.recorded_at for i in recording.interactions), None)
-    result.recordings.append(recording)
+    close_recording(result, recording)

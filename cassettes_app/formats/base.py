@@ -603,6 +603,22 @@ def is_agent_line(obj: Mapping[str, Any]) -> bool:
     )
 
 
+def tally_finding(path: str, label: str, counts: Mapping[str, int]) -> ParsedFinding:
+    """One info finding naming what a reader counted but did not read (most first, eight)."""
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:8]
+    shown = ", ".join(f"{kind} ×{n}" for kind, n in ranked)
+    return ParsedFinding("bad_line", "info", path, None, f"{label}: {shown}")
+
+
+def close_recording(result: ParseResult, recording: ParsedRecording) -> None:
+    """Name the recording's model and time from its interactions, and keep it."""
+    set_models(recording)
+    recording.recorded_at = recording.recorded_at or next(
+        (i.recorded_at for i in recording.interactions if i.recorded_at), None
+    )
+    result.recordings.append(recording)
+
+
 def set_models(recording: ParsedRecording) -> None:
     """Name the recording's model: the served one (response) first, then the requested one."""
     models: list[str] = []

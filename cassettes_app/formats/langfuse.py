@@ -18,10 +18,11 @@ from cassettes_app.formats.base import (
     ParsedFinding,
     ParsedRecording,
     ParseResult,
+    close_recording,
     head_text,
     json_doc_keys,
     run_parser,
-    set_models,
+    tally_finding,
 )
 from cassettes_app.formats.conversation import (
     as_chat_messages,
@@ -132,12 +133,7 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
         if kind.upper() != "GENERATION":
             others[kind] = others.get(kind, 0) + 1
     if others:
-        shown = ", ".join(f"{k} ×{n}" for k, n in sorted(others.items()))
-        result.findings.append(
-            ParsedFinding("bad_line", "info", path, None, f"observations not read: {shown}")
-        )
+        result.findings.append(tally_finding(path, "observations not read", others))
     if not observations:
         result.findings.append(ParsedFinding("empty_file", "warn", path, None, "no observations"))
-    set_models(recording)
-    recording.recorded_at = next((i.recorded_at for i in recording.interactions), None)
-    result.recordings.append(recording)
+    close_recording(result, recording)

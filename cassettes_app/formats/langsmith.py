@@ -19,10 +19,10 @@ from cassettes_app.formats.base import (
     ParsedFinding,
     ParsedRecording,
     ParseResult,
+    close_recording,
     head_text,
     json_doc_keys,
     run_parser,
-    set_models,
 )
 from cassettes_app.formats.conversation import (
     as_chat_messages,
@@ -182,6 +182,4 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
         result.findings.append(
             ParsedFinding("empty_file", "info", path, None, f"{len(runs)} runs, none an llm run")
         )
-    set_models(recording)
-    recording.recorded_at = next((i.recorded_at for i in recording.interactions), None)
-    result.recordings.append(recording)
+    close_recording(result, recording)

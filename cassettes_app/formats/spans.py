@@ -25,17 +25,17 @@ from cassettes_app.formats.base import (
     LIKELY,
     NO,
     SURE,
-    Body,
     ParsedFinding,
     ParsedInteraction,
     ParsedRecording,
     ParseResult,
+    close_recording,
     head_text,
     json_doc_keys,
     run_parser,
-    set_models,
+    tally_finding,
 )
-from cassettes_app.formats.conversation import iso_time, tool_call
+from cassettes_app.formats.conversation import iso_time, rebuilt_interaction, tool_call
 from cassettes_app.limits import DEFAULT_LIMITS, PARSE_ERRORS, ParseLimits
 from cassettes_app.providers import detect_provider
 
@@ -90,9 +90,7 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
                        or span.get("name") or "span")[:40]  # fmt: skip
             kinds[kind] = kinds.get(kind, 0) + 1
             continue
-        recording.interactions.append(
-            _interaction(len(recording.interactions), span, attrs, result, path, limits)
-        )
+        recording.interactions.append(_interaction(len(recording.interactions), span, attrs))
     recording.meta.update({"spans": spans, "other_spans": sum(kinds.values())})
     bare = [i for i in recording.interactions if _bare(i)]
     if bare:
@@ -113,15 +111,10 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
         for number, interaction in enumerate(recording.interactions):
             interaction.index = number
     if kinds:
-        shown = ", ".join(f"{k} ×{n}" for k, n in sorted(kinds.items(), key=lambda x: -x[1])[:8])
-        result.findings.append(
-            ParsedFinding("bad_line", "info", path, None, f"spans that are no model call: {shown}")
-        )
+        result.findings.append(tally_finding(path, "spans that are no model call", kinds))
     if not spans and not result.findings:
         result.findings.append(ParsedFinding("empty_file", "warn", path, None, "no spans"))
-    set_models(recording)
-    recording.recorded_at = next((i.recorded_at for i in recording.interactions), None)
-    result.recordings.append(recording)
+    close_recording(result, recording)
 
 
 def _bare(interaction: ParsedInteraction) -> bool:
@@ -539,11 +532,7 @@ def _interaction(
     index: int,
     span: Mapping[str, Any],
     attrs: Mapping[str, Any],
-    result: ParseResult,
-    path: str,
-    limits: ParseLimits,
 ) -> ParsedInteraction:
-    del limits
     model = next(
         (attrs[k] for k in ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name",
                             "ai.response.model", "ai.model.id")
@@ -588,21 +577,16 @@ def _interaction(
         "STATUS_CODE_ERROR",
         "2",
     )
-    return ParsedInteraction(
-        index=index,
-        method=None,
-        url=None,
-        request_body=Body(json=request, content_type="application/json", encoding_note=SYNTHETIC),
-        status=None,
-        response_body=Body(json=response, content_type="application/json", encoding_note=SYNTHETIC)
-        if response is not None
-        else Body(),
+    return rebuilt_interaction(
+        index,
+        request,
+        response,
+        note=SYNTHETIC,
         recorded_at=_time(span),
         extra={
             "span": str(span.get("name") or "")[:200],
             "trace_id": span.get("traceId") or context.get("trace_id"),
             "span_id": span.get("spanId") or context.get("span_id"),
             "error": failed,
-            "synthetic": SYNTHETIC,
         },
     )
