@@ -121,28 +121,33 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
         if not context["jobs_active"]:
             # The jobs have ended: what they changed comes along out of band, so the page
             # turns true without a reload; 286 tells htmx to stop polling.
-            context["evidence"] = evidence_html(request, context)
-            checks = list(submission.checks.all())
-            context.update(_rubric_context(request, submission, checks))
-            context["verdict"] = _verdict(submission, checks, context)
+            checks = _sections(request, submission, context)
             context["oob"] = True
             live = render_to_string("reviewer/submission.html#live-sections", context, request)
             return HttpResponseStopPolling(response.content + live.encode())
         return response
+    checks = _sections(request, submission, context)
+    context["queue"] = queue_for(request.user, submission)
+    context["queue_down"] = queue_down(request.user)
+    context.update(_pin_context(request, submission, checks, context))
+    return render(request, "reviewer/submission.html", context)
+
+
+def _sections(request: HttpRequest, submission: Submission, context: dict) -> list:
+    """What the jobs change on the page (evidence, rubric, verdict), into `context`; the
+    submission's checks, read once for all three."""
+    context["pin_notes"] = visible_pins(request.user, submission)
     context["evidence"] = evidence_html(request, context)
     checks = list(submission.checks.all())
     context.update(_rubric_context(request, submission, checks))
     context["verdict"] = _verdict(submission, checks, context)
-    context["queue"] = queue_for(request.user, submission)
-    context["queue_down"] = queue_down(request.user)
-    context.update(_pin_context(request, submission, checks))
-    return render(request, "reviewer/submission.html", context)
+    return checks
 
 
-def _pin_context(request: HttpRequest, submission: Submission, checks: list) -> dict:
+def _pin_context(request: HttpRequest, submission: Submission, checks: list, context: dict) -> dict:
     """The rubric pane's notes on the evidence and the one pin form's choices."""
-    pins = [p for group in pins_by_target(visible_pins(request.user, submission)).values()
-            for p in group]  # fmt: skip
+    notes = pins_by_target(request_pins(request, submission, context))
+    pins = [p for group in notes.values() for p in group]
     choices = [(f"check:{c.check_id}", f"check {c.check_id}") for c in checks]
     turns = submission.turns.order_by("thread", "index").values_list("thread", "index")[:500]
     choices += [(f"turn:{t}.{i}", f"thread {t}, turn {i}") for t, i in turns]
@@ -164,7 +169,7 @@ def _verdict(submission: Submission, checks: list, context: dict[str, object]) -
         status_reason=submission.status_reason or "",
         jobs_active=bool(context.get("jobs_active")),
         rows_total=len(rows) if review is not None else None,
-        rows_scored=sum(1 for r in rows if r["score"] is not None and r["score"].value is not None),
+        rows_scored=len(rows) - len(context.get("unscored") or []),
         review_state=review.state if review is not None and review.pk else None,
     )
 
@@ -251,13 +256,22 @@ def review_submit_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 # Bump when the evidence partials change, so no cached HTML of the old layout is served.
-_EVIDENCE_LAYOUT = 5
+_EVIDENCE_LAYOUT = 6
 
 
 _EVIDENCE_TTL = 3600
 
 
 _EVIDENCE_PARTS = ("banner", "top", "bottom")
+
+_PAGE_PARAMS = frozenset({"recordings", "turns", "trace", "findings"})
+
+
+def request_pins(request: HttpRequest, submission: Submission, context: dict) -> list:
+    """The pinned notes this user may see: read once per request (the view puts them in
+    the context), else read here."""
+    pins = context.get("pin_notes")
+    return pins if pins is not None else visible_pins(request.user, submission)
 
 
 def evidence_html(request: HttpRequest, context: dict[str, object]) -> dict[str, str]:
@@ -269,7 +283,7 @@ def evidence_html(request: HttpRequest, context: dict[str, object]) -> dict[str,
     """
     submission: Submission = context["submission"]  # type: ignore[assignment]
     jobs: list[Job] = context["jobs"]  # type: ignore[assignment]
-    pins = visible_pins(request.user, submission)
+    pins = request_pins(request, submission, context)
     key = None
     if not context["jobs_active"]:
         signature = repr(
@@ -280,7 +294,8 @@ def evidence_html(request: HttpRequest, context: dict[str, object]) -> dict[str,
                 # Which submission this is, even if a deleted one's id is given again.
                 (submission.archive_sha256, submission.created),
                 [(j.pk, j.state, j.attempts, j.finished_at) for j in jobs],
-                sorted(request.GET.lists()),
+                # Only the paging parameters change these sections (not ?pin=, ?submit=).
+                sorted((k, v) for k, v in request.GET.lists() if k in _PAGE_PARAMS),
             )
         )
         digest = hashlib.sha256(signature.encode()).hexdigest()[:32]

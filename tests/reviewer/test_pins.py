@@ -118,3 +118,19 @@ def test_a_finding_links_to_its_file_and_the_turn_it_became(client, reviewer, su
     findings = page[page.index('id="findings"') :]
     assert "?path=cassettes/a.json&amp;line=7#L7" in findings
     assert '<a href="#turn-0.1">its turn</a>' in findings
+
+
+def test_the_pin_link_reuses_the_cached_evidence(client, reviewer, submission) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    submission.jobs.update(state="passed", finished_at=timezone.now())  # cached once ended
+    client.force_login(reviewer)
+    client.get(submission.get_absolute_url())  # warms the evidence cache
+    with CaptureQueriesContext(connection) as plain:
+        client.get(submission.get_absolute_url())
+    with CaptureQueriesContext(connection) as pinning:
+        client.get(submission.get_absolute_url(), {"pin": "check:cassettes.keys_match"})
+    # ?pin= only preselects the form: the evidence comes from the cache, the same queries.
+    assert len(pinning.captured_queries) == len(plain.captured_queries)
