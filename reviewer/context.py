@@ -24,18 +24,6 @@ def sandbox_missing() -> tuple[str, ...]:
     return _sandbox_seen[1]
 
 
-def queue_down(user: object) -> dict[str, object] | None:
-    """What the one environment banner says of the job queue, for signed-in users."""
-    if not getattr(user, "is_authenticated", False) or settings.DEMO_MODE:
-        return None
-    from reviewer.health import queue_health
-
-    health = queue_health()
-    if not health["broker_ok"]:
-        return {"what": "broker", "redis": bool(settings.REDIS_URL)}
-    return None
-
-
 def site(request: HttpRequest) -> dict[str, object]:
     """Site name, demo flag and the user's role for the base layout."""
     user = getattr(request, "user", None)

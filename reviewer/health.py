@@ -1,7 +1,8 @@
-"""The queue health line of the cohorts page."""
+"""The queue health line of the cohorts page, and the banner when the queue is down."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
@@ -29,3 +30,13 @@ def queue_health() -> dict[str, object]:
         "worker_ok": age is not None and age < 60,
         "broker_ok": reachable,
     }
+
+
+def queue_down(user: object) -> dict[str, object] | None:
+    """What the one environment banner says of the job queue, for signed-in users."""
+    if not getattr(user, "is_authenticated", False) or settings.DEMO_MODE:
+        return None
+    health = queue_health()
+    if not health["broker_ok"]:
+        return {"what": "broker", "redis": bool(settings.REDIS_URL)}
+    return None
