@@ -426,7 +426,7 @@ def urls(cohort: Cohort) -> dict[str, str]:
 def expected(cohort: Cohort) -> dict[str, list[bytes]]:
     """Text each page must hold: proof it rendered the data, not a login form or an error."""
     return {
-        "comparison": [cohort.candidate.encode(), b"<svg", b"Total /100"],
+        "comparison": [cohort.candidate.encode(), b"<svg", b"Krippendorff's alpha (ordinal)"],
         "submission": [
             cohort.candidate.encode(),
             f"Recordings <small>{cohort.recordings}</small>".encode(),

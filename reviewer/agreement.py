@@ -12,15 +12,9 @@ variation) is None, never a number that looks measured.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from dataclasses import dataclass, field
 from itertools import combinations
 from statistics import mean
 from typing import Any
-
-from reviewer.models import RubricRow, RubricTemplate, Score
-from reviewer.report import weighted_total
-from submissions.models import Assignment, Submission
 
 MIN_SHARED = 5
 CATEGORIES = [0, 1, 2, 3]
@@ -28,38 +22,6 @@ FLAG_ROW_POINTS = 2  # reviewers this far apart on one row: flagged
 FLAG_TOTAL_POINTS = 20  # or this far apart on the weighted total (out of 100)
 
 Units = dict[tuple[int, int], dict[str, int]]  # (submission, row) -> reviewer -> score
-
-
-@dataclass
-class CohortData:
-    """The submitted scores of an assignment, as the figures and the table need them."""
-
-    assignment: Assignment
-    rows: list[RubricRow]
-    submissions: list[Submission]
-    units: Units = field(default_factory=dict)
-
-
-def cohort_data(assignment: Assignment) -> CohortData:
-    """Latest submission per candidate and every submitted score (three queries)."""
-    template = RubricTemplate.objects.filter(slug=assignment.rubric).first()
-    rows = list(template.rows.all()) if template else []
-    latest: dict[int, Submission] = {}
-    for s in (
-        Submission.objects.filter(assignment=assignment)
-        .exclude(status=Submission.Status.REJECTED)
-        .select_related("candidate")
-        .order_by("candidate_id", "-created")
-    ):
-        latest.setdefault(s.candidate_id, s)
-    submissions = sorted(latest.values(), key=lambda s: (s.candidate.name, s.pk))
-    units: Units = defaultdict(dict)
-    scores = Score.objects.filter(
-        review__submission__in=submissions, review__state="submitted", value__isnull=False
-    ).values_list("review__submission_id", "row_id", "review__reviewer__username", "value")
-    for submission_id, row_id, reviewer, value in scores:
-        units[(submission_id, row_id)][reviewer] = value
-    return CohortData(assignment, rows, submissions, dict(units))
 
 
 def _finite(value: float) -> float | None:
@@ -126,50 +88,104 @@ def reviewer_calibration(units: Units) -> list[dict[str, Any]]:
     return out
 
 
-def cohort_json(assignment: Assignment) -> dict[str, Any]:
-    """The machine-readable cohort: candidates, their reviews, agreement, calibration."""
-    data = cohort_data(assignment)
-    weights = [(row.pk, row.title, row.weight) for row in data.rows]
-    candidates = []
-    for s in data.submissions:
-        by_reviewer: dict[str, dict[str, int]] = defaultdict(dict)
-        for row_id, title, _ in weights:
-            for reviewer, value in data.units.get((s.pk, row_id), {}).items():
-                by_reviewer[reviewer][title] = value
-        reviews = []
-        for reviewer, rows in sorted(by_reviewer.items()):
-            values = {title: rows.get(title) for _, title, _ in weights}
-            total = weighted_total([(w, values[t]) for _, t, w in weights])
-            reviews.append({"reviewer": reviewer, "total": total, "rows": rows})
-        totals = [r["total"] for r in reviews if r["total"] is not None]
-        flagged = bool(totals) and (max(totals) - min(totals) >= FLAG_TOTAL_POINTS)
-        for row_id, _, _ in weights:
-            scores = data.units.get((s.pk, row_id), {})
-            apart = max(scores.values()) - min(scores.values()) if len(scores) >= 2 else 0
-            flagged = flagged or apart >= FLAG_ROW_POINTS
-        candidates.append(
-            {
-                "candidate": s.candidate.name,
-                "submission": s.pk,
-                "status": s.status,
-                "reviews": reviews,
-                "mean": round(mean(totals), 1) if totals else None,
-                "min": min(totals) if totals else None,
-                "max": max(totals) if totals else None,
-                "flagged": flagged,
-            }
-        )
-    rows_alpha = {
-        title: alpha_ordinal({u: v for u, v in data.units.items() if u[1] == row_id})
-        for row_id, title, _ in weights
-    }
-    return {
-        "assignment": assignment.slug,
-        "candidates": candidates,
-        "agreement": {
-            "alpha_ordinal": alpha_ordinal(data.units),
-            "pairs": pair_kappas(data.units),
-            "rows": rows_alpha,
-        },
-        "reviewers": reviewer_calibration(data.units),
-    }
+# Krippendorff's own guide ("Content Analysis", 2004): rely on alpha >= .800, draw only
+# tentative conclusions from .667 <= alpha < .800, and none below .667.
+ALPHA_RELIABLE = 0.800
+ALPHA_TENTATIVE = 0.667
+MOST_DISAGREEMENT = 20  # units listed for the next calibration session
+
+
+def spread(scores: dict[str, int]) -> int:
+    """Highest minus lowest score on one unit; 0 with fewer than two reviewers."""
+    return max(scores.values()) - min(scores.values()) if len(scores) >= 2 else 0
+
+
+def paired_count(units: Units) -> int:
+    """Units scored by two or more reviewers: the ones an agreement figure can use."""
+    return sum(len(scores) >= 2 for scores in units.values())
+
+
+def alpha_reason(units: Units) -> str | None:
+    """Why alpha_ordinal(units) is undefined, in words; None when nothing rules it out."""
+    reviewers = {r for scores in units.values() for r in scores}
+    if not units:
+        return "no submitted scores yet"
+    if len(reviewers) < 2:
+        return "only one reviewer has submitted scores"
+    paired = [scores for scores in units.values() if len(scores) >= 2]
+    if not paired:
+        return "no unit was scored by two or more reviewers"
+    values = {v for scores in paired for v in scores.values()}
+    if len(values) < 2:
+        return f"no variation: every score on units with two or more reviewers is {values.pop()}"
+    return None
+
+
+def alpha_reading(value: float | None) -> str:
+    """Krippendorff's guide, in words."""
+    if value is None:
+        return "not defined"
+    if value >= ALPHA_RELIABLE:
+        return "reliable"
+    if value >= ALPHA_TENTATIVE:
+        return "tentative: draw only tentative conclusions"
+    if value < 0:
+        return "not reliable: reviewers disagree more than chance would"
+    return "not reliable"
+
+
+def offset_reading(value: float | None) -> str:
+    """A mean offset in words: above the others is more lenient, below is harsher."""
+    if value is None:
+        return "not defined: shares no unit with another reviewer"
+    if value > 0:
+        return "more lenient than the others"
+    if value < 0:
+        return "harsher than the others"
+    return "in line with the others"
+
+
+def shared_counts(units: Units) -> list[dict[str, Any]]:
+    """Every reviewer pair and the number of units both scored (0 included)."""
+    reviewers = sorted({r for scores in units.values() for r in scores})
+    return [
+        {"a": a, "b": b, "n": sum(a in s and b in s for s in units.values())}
+        for a, b in combinations(reviewers, 2)
+    ]
+
+
+def threes(units: Units) -> dict[str, int]:
+    """How many 3s each reviewer gave."""
+    out: dict[str, int] = {}
+    for scores in units.values():
+        for reviewer, value in scores.items():
+            out[reviewer] = out.get(reviewer, 0) + (value == 3)
+    return out
+
+
+def row_spreads(units: Units) -> dict[int, dict[str, Any]]:
+    """Per rubric row id: units scored, units paired, the mean spread (highest minus
+    lowest) over the paired ones, and how many of those are 1 and 2+ points apart."""
+    out: dict[int, dict[str, Any]] = {}
+    for (_, row_id), scores in units.items():
+        entry = out.setdefault(row_id, {"units": 0, "paired": 0, "spreads": []})
+        entry["units"] += 1
+        if len(scores) >= 2:
+            entry["paired"] += 1
+            entry["spreads"].append(spread(scores))
+    for entry in out.values():
+        spreads = entry.pop("spreads")
+        entry["mean_spread"] = round(mean(spreads), 4) if spreads else None
+        entry["apart"] = sum(s >= 1 for s in spreads)
+        entry["flagged"] = sum(s >= FLAG_ROW_POINTS for s in spreads)
+    return out
+
+
+def most_disagreement(
+    units: Units, *, limit: int = MOST_DISAGREEMENT, tiebreak: Any = None
+) -> list[tuple[tuple[int, int], int]]:
+    """The units whose reviewers are at least a point apart, widest first, then by
+    `tiebreak(unit)` (the unit itself by default); at most `limit` of them."""
+    apart = [(unit, spread(scores)) for unit, scores in units.items() if spread(scores) >= 1]
+    apart.sort(key=lambda item: (-item[1], tiebreak(item[0]) if tiebreak else item[0]))
+    return apart[:limit]

@@ -5,171 +5,123 @@ from __future__ import annotations
 import csv
 import io
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from statistics import mean
 
-from django.contrib.auth import get_user_model
-
-from reviewer.models import RubricRow, RubricTemplate, Score
+from reviewer.cohort import STATUSES, Candidate, Cohort
+from reviewer.models import RubricTemplate, Score
 from reviewer.report import weighted_total
 from submissions.models import Assignment, CheckResult, Submission
 
 CHECK_GROUPS = ("env", "replay", "cassettes", "trace", "service", "ledger", "docs")
 
 
-@dataclass
-class RowCell:
-    values: list[int]
-
-    # Cached: the template reads each of these several times per cell.
-    @cached_property
-    def mean(self) -> float | None:
-        if not self.values:
-            return None
-        # statistics.mean of ints, without its Fractions: an int when exact, else the
-        # (correctly rounded) quotient.
-        total, n = sum(self.values), len(self.values)
-        return round(total // n if total % n == 0 else total / n, 2)
-
-    @cached_property
-    def spread(self) -> int:
-        return max(self.values) - min(self.values) if len(self.values) > 1 else 0
+SORTS = {
+    "total": "mean total, highest first",
+    "name": "name",
+    "range": "disagreement, widest first",
+    "low": "lowest total, highest first",
+    "flaws": "flaws found, most first",
+}
 
 
 @dataclass
-class CandidateRow:
-    submission: Submission
-    cells: list[RowCell]
-    totals: list[float]
-    reviewers: list[str]
-    checks: dict[str, dict[str, int]] = field(default_factory=dict)
+class Filters:
+    """What the lead asked the comparison for; values the cohort does not have are dropped
+    and named in `problems`, so a stale link shows everything with a note, not an error."""
 
-    @cached_property
-    def total(self) -> float | None:
-        return round(mean(self.totals), 1) if self.totals else None
+    status: str = ""
+    reviewer: str = ""
+    flagged: bool = False
+    sort: str = "total"
+    by: str = ""  # sort by this reviewer's total
+    problems: list[str] = field(default_factory=list)
 
-    @property
-    def name(self) -> str:
-        return self.submission.candidate.name
+    @classmethod
+    def from_query(cls, query: Mapping[str, str], cohort: Cohort) -> Filters:
+        f = cls()
+        status = query.get("status", "")
+        if status in STATUSES:
+            f.status = status
+        elif status:
+            f.problems.append(f"unknown status {status!r}, ignored")
+        reviewer = query.get("reviewer", "")
+        if reviewer in cohort.reviewers:
+            f.reviewer = reviewer
+        elif reviewer:
+            f.problems.append(f"no submitted review by {reviewer!r}, filter ignored")
+        f.flagged = query.get("flagged", "") in ("1", "on", "yes")
+        sort = query.get("sort", "total")
+        by = query.get("by", "")
+        if sort == "reviewer" and by in cohort.reviewers:
+            f.sort, f.by = sort, by
+        elif sort in SORTS:
+            f.sort = sort
+        else:
+            f.problems.append(f"unknown sort {sort!r}, sorted by total")
+        return f
 
-
-def comparison_rows(
-    assignment: Assignment, *, sort: str = "total"
-) -> tuple[list[RubricRow], list[CandidateRow]]:
-    """One row per candidate (their latest submission), with per-row scores across reviews.
-
-    Five queries whatever the cohort size; scores and checks come back as tuples, not model
-    instances (a cohort of 1,000 has 15,000 scores).
-    """
-    template = RubricTemplate.objects.filter(slug=assignment.rubric).first()
-    rubric_rows = list(template.rows.all()) if template else []
-    latest: dict[int, Submission] = {}
-    for s in (
-        Submission.objects.filter(assignment=assignment)
-        .exclude(status=Submission.Status.REJECTED)
-        .select_related("candidate")
-        .only("pk", "candidate__name")
-        .order_by("candidate_id", "-created")
-    ):
-        latest.setdefault(s.candidate_id, s)
-    # Scores and checks are filtered by assignment, not by a list of 1,000 ids; those of a
-    # candidate's older submissions are skipped here.
-    ids = {s.pk for s in latest.values()}
-    by_review: dict[int, dict[int, int | None]] = defaultdict(dict)
-    review_of: dict[int, tuple[int, str]] = {}
-    username = f"review__reviewer__{get_user_model().USERNAME_FIELD}"
-    scores = (
-        Score.objects.filter(review__submission__assignment=assignment)
-        .order_by()
-        .values_list("review_id", "row_id", "value", "review__submission_id", username)
-    )
-    for rid, row_id, value, sid, who in scores:
-        if sid not in ids:
-            continue
-        by_review[rid][row_id] = value
-        review_of[rid] = (sid, who)
-    checks: dict[int, dict[str, dict[str, int]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(int))
-    )
-    for sid, cid, status in CheckResult.objects.filter(
-        submission__assignment=assignment
-    ).values_list("submission_id", "check_id", "status"):
-        if sid in ids:
-            checks[sid][cid.split(".", 1)[0]][status] += 1
-    reviews_of: dict[int, list[int]] = defaultdict(list)
-    for rid, (sid, _) in review_of.items():
-        reviews_of[sid].append(rid)
-    weights = [(row.pk, row.weight) for row in rubric_rows]
-    out = []
-    for s in latest.values():
-        reviews = [by_review[r] for r in reviews_of[s.pk]]
-        cells = [RowCell([v for r in reviews if (v := r.get(pk)) is not None]) for pk, _ in weights]
-        totals = [
-            t
-            for r in reviews
-            if (t := weighted_total([(w, r.get(pk)) for pk, w in weights])) is not None
+    def apply(self, cohort: Cohort) -> list[Candidate]:
+        out = [
+            c
+            for c in cohort.candidates
+            if (not self.status or c.status == self.status)
+            and (not self.reviewer or self.reviewer in c.totals)
+            and (not self.flagged or c.flagged)
         ]
-        out.append(
-            CandidateRow(
-                submission=s,
-                cells=cells,
-                totals=totals,
-                reviewers=sorted(review_of[r][1] for r in reviews_of[s.pk]),
-                checks={g: dict(v) for g, v in checks[s.pk].items()},
-            )
-        )
-    if sort == "name":
-        out.sort(key=lambda c: c.name.lower())
-    else:
-        out.sort(key=lambda c: (c.total is None, -(c.total or 0), c.name.lower()))
-    return rubric_rows, out
+        return sorted(out, key=self._key)
+
+    def _key(self, c: Candidate) -> tuple:
+        name = (c.name.lower(), c.submission.pk)
+        if self.sort == "name":
+            return name
+        if self.sort == "range":
+            return (-c.total_apart, not c.flagged, *name)
+        if self.sort == "low":
+            return (c.low is None, -(c.low or 0), *name)
+        if self.sort == "flaws":
+            return (-c.count("fail"), -c.count("error"), *name)
+        if self.sort == "reviewer":
+            mine = c.totals.get(self.by)
+            return (mine is None, -(mine or 0), *name)
+        return (c.mean is None, -(c.mean or 0), *name)
 
 
-def comparison_csv(rubric_rows: list[RubricRow], rows: list[CandidateRow]) -> str:
-    """The comparison as CSV: candidate, each row's mean and spread, total, reviewers."""
+def comparison_csv(cohort: Cohort, candidates: list[Candidate]) -> str:
+    """The comparison as CSV: one line per candidate, each reviewer's total in its own
+    column, the range, the flag, and each rubric row's mean, lowest and highest. A value
+    nobody gave is empty, never 0."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    header = ["candidate", "submission"]
-    for row in rubric_rows:
-        header += [f"{row.title} (mean)", f"{row.title} (spread)"]
-    header += ["weighted total", "reviews", "reviewers", "flaws found", "could not run"]
+    header = ["candidate", "submission", "status"]
+    header += [f"{_csv_safe(name)} (total)" for name in cohort.reviewers]
+    header += ["mean total", "lowest total", "highest total", "flagged", "why flagged"]
+    for row in cohort.rows:
+        header += [f"{row.title} (mean)", f"{row.title} (lowest)", f"{row.title} (highest)"]
+    header += ["reviews", "reviewers", "reviews in progress", "flaws found", "could not run"]
     writer.writerow(header)
-    for c in rows:
-        line = [_csv_safe(c.name), c.submission.pk]
-        for cell in c.cells:
-            line += ["" if cell.mean is None else cell.mean, cell.spread]
-        line += ["" if c.total is None else c.total, len(c.totals), " ".join(c.reviewers)]
+    for c in candidates:
+        line: list[object] = [_csv_safe(c.name), c.submission.pk, STATUSES[c.status]]
+        line += [_blank(c.totals.get(name)) for name in cohort.reviewers]
+        line += [_blank(c.mean), _blank(c.low), _blank(c.high), "yes" if c.flagged else "no"]
+        line.append(_csv_safe("; ".join(c.flag_reasons)))
+        for r in c.ranges:
+            line += [_blank(r.mean), _blank(r.low), _blank(r.high)]
+        line += [len(c.reviews), _csv_safe(" ".join(c.totals)), len(c.drafts)]
         # `error` (a check that could not run) is never counted as a flaw.
-        line += [_status_total(c.checks, "fail"), _status_total(c.checks, "error")]
+        line += [c.count("fail"), c.count("error")]
         writer.writerow(line)
     return buffer.getvalue()
 
 
-def _status_total(groups: dict[str, dict[str, int]], status: str) -> int:
-    return sum(counts.get(status, 0) for counts in groups.values())
+def _blank(value: object) -> object:
+    return "" if value is None else value
 
 
 def _csv_safe(text: str) -> str:
     """Neutralise spreadsheet formulas in names that came from uploads."""
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
-
-
-def chart_bars(rows: list[CandidateRow], width: int = 600, bar: int = 22) -> list[dict]:
-    """Bar geometry for the inline SVG chart of weighted totals (out of 100)."""
-    bars = []
-    for i, c in enumerate(rows):
-        total = c.total or 0
-        bars.append(
-            {
-                "y": i * (bar + 6),
-                "width": round(total / 100 * (width - 180), 1),
-                "label": c.name,
-                "total": c.total,
-                "text_y": i * (bar + 6) + bar - 6,
-            }
-        )
-    return bars
 
 
 def assignment_rows(
@@ -232,3 +184,65 @@ def _badge(counts: dict[str, int]) -> dict[str, object]:
         if counts.get(status):
             return {"status": status, "counts": dict(counts)}
     return {"status": "skip", "counts": dict(counts)}
+
+
+TITLE_CHARS = 300  # of a cell's hover text
+
+
+def table_rows(cohort: Cohort, candidates: list[Candidate]) -> list[dict]:
+    """What each line of the comparison table shows, laid out for the template: a cell per
+    reviewer (their total, "in progress" for a draft, empty when not theirs), a cell per
+    rubric row (the range, with every reviewer's evidence line as its hover text), and the
+    evidence and notes behind each score for the expanded view."""
+    out = []
+    for i, c in enumerate(candidates):
+        reviewer_cells = [
+            {
+                "name": name,
+                "total": c.totals.get(name),
+                "submitted": name in c.totals,
+                "draft": name in c.drafts,
+            }
+            for name in cohort.reviewers
+        ]
+        ranges = []
+        for r in c.ranges:
+            hover = "; ".join(
+                f"{who}: {s.value if s.value is not None else '—'}"
+                + (f" ({s.evidence})" if s.evidence else "")
+                for who, s in sorted(r.by_reviewer.items())
+            )
+            ranges.append(
+                {
+                    "row": r.row,
+                    "text": _range_text(r.low, r.high),
+                    "flagged": r.flagged,
+                    "title": hover[: TITLE_CHARS - 1] + "…" if len(hover) > TITLE_CHARS else hover,
+                }
+            )
+        details = [
+            {
+                "row": r.row,
+                "flagged": r.flagged,
+                "scores": [(who, r.by_reviewer.get(who)) for who in sorted(c.totals)],
+            }
+            for r in c.ranges
+        ]
+        following = candidates[i + 1] if i + 1 < len(candidates) else None
+        out.append(
+            {
+                "c": c,
+                "reviewer_cells": reviewer_cells,
+                "ranges": ranges,
+                "details": details,
+                "total_range": _range_text(c.low, c.high),
+                "next": following,
+            }
+        )
+    return out
+
+
+def _range_text(low: float | None, high: float | None) -> str:
+    if low is None:
+        return "—"
+    return str(low) if low == high else f"{low}–{high}"

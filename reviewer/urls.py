@@ -5,7 +5,18 @@ from django.contrib.auth import views as auth_views
 from django.urls import path, register_converter
 
 from reviewer.auth import ThrottledLoginView
-from reviewer.views import assignment, comparison, diff, files, formats, home, submission
+from reviewer.views import (
+    assignment,
+    calibration,
+    comparison,
+    diff,
+    files,
+    formats,
+    home,
+    pairwise,
+    share,
+    submission,
+)
 
 
 class AssignmentSlug:
@@ -31,6 +42,14 @@ urlpatterns = [
     path("assignments/new/", assignment.assignment_new, name="assignment_new"),
     path("assignments/<assignment:slug>/", assignment.assignment_detail, name="assignment"),
     path("assignments/<assignment:slug>/compare/", comparison.comparison, name="comparison"),
+    path("assignments/<assignment:slug>/compare/pair/", pairwise.pairwise, name="pairwise"),
+    path(
+        "assignments/<assignment:slug>/calibration/",
+        calibration.assignment_calibration,
+        name="calibration",
+    ),
+    path("assignments/<assignment:slug>/report.html", share.cohort_report, name="cohort_report"),
+    path("calibration/", calibration.reviewers_calibration, name="reviewers_calibration"),
     path("submissions/<int:pk>/", submission.submission_detail, name="submission"),
     path("submissions/<int:pk>/scores/<int:row_id>/", submission.score_update, name="score_update"),
     path(
@@ -40,6 +59,7 @@ urlpatterns = [
     path("submissions/<int:pk>/pins/", submission.note_pin_view, name="note_pin"),
     path("submissions/<int:pk>/diff/", diff.turn_diff, name="turn_diff"),
     path("submissions/<int:pk>/file/", files.submission_file, name="submission_file"),
+    path("submissions/<int:pk>/report.html", share.submission_report, name="submission_report"),
     path("submissions/<int:pk>/rerecords/", diff.rerecord_upload, name="rerecord_upload"),
     path("submissions/<int:pk>/rerecords/<int:rid>/", diff.rerecord_detail, name="rerecord"),
     path("admin/", admin.site.urls),

@@ -1,4 +1,4 @@
-"""The comparison screen: one cohort side by side, and its CSV."""
+"""The comparison screen: one cohort side by side, filtered and sorted, and its CSV."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
 from reviewer.cache import cached_fragment
-from reviewer.comparison import chart_bars, comparison_csv, comparison_rows
+from reviewer.chart import dot_chart
+from reviewer.cohort import STATUSES, cohort_for
+from reviewer.comparison import SORTS, Filters, comparison_csv, table_rows
 from submissions.models import Assignment
 from submissions.roles import is_hiring_lead
 
@@ -21,30 +23,37 @@ COMPARISON_PAGE_SIZE = 50
 @login_required
 @require_GET
 def comparison(request: HttpRequest, slug: str) -> HttpResponse:
-    """Hiring leads: candidates × rubric rows, totals, reviewer spread, CSV and a chart."""
+    """Hiring leads: every reviewer's total per candidate, the range and the disagreement
+    flag, each rubric row's range with the evidence behind it, filters, CSV and a chart."""
     if not is_hiring_lead(request.user):
         raise Http404("only hiring leads compare candidates")
     assignment = get_object_or_404(Assignment, slug=slug)
-    sort = request.GET.get("sort", "total")
     if request.GET.get("format") == "csv":
-        rubric_rows, rows = comparison_rows(assignment, sort=sort)
-        response = HttpResponse(comparison_csv(rubric_rows, rows), content_type="text/csv")
+        cohort = cohort_for(assignment)
+        candidates = Filters.from_query(request.GET, cohort).apply(cohort)
+        response = HttpResponse(comparison_csv(cohort, candidates), content_type="text/csv")
         response["Content-Disposition"] = f'attachment; filename="{assignment.slug}-comparison.csv"'
         return response
 
     def table() -> str:
-        rubric_rows, rows = comparison_rows(assignment, sort=sort)
-        # The CSV holds every candidate; the page shows them COMPARISON_PAGE_SIZE at a time.
-        page = Paginator(rows, COMPARISON_PAGE_SIZE).get_page(request.GET.get("page"))
-        bars = chart_bars(page.object_list)
+        cohort = cohort_for(assignment)
+        filters = Filters.from_query(request.GET, cohort)
+        candidates = filters.apply(cohort)
+        # The CSV holds every candidate that passes the filters; the page shows them
+        # COMPARISON_PAGE_SIZE at a time.
+        page = Paginator(candidates, COMPARISON_PAGE_SIZE).get_page(request.GET.get("page"))
         context = {
             "assignment": assignment,
-            "rubric_rows": rubric_rows,
-            "rows": page.object_list,
+            "cohort": cohort,
+            "filters": filters,
+            "statuses": STATUSES,
+            "sorts": SORTS,
             "page": page,
-            "sort": sort,
-            "bars": bars,
-            "chart_height": max(30, len(bars) * 28),
+            "lines": table_rows(cohort, list(page.object_list)),
+            "chart": dot_chart(page.object_list, cohort.reviewers),
+            "flagged": sum(c.flagged for c in cohort.candidates),
+            "alpha": cohort.alpha,
+            "columns": 5 + len(cohort.reviewers) + len(cohort.rows),
         }
         return render_to_string("reviewer/comparison.html#table", context, request=request)
 

@@ -58,7 +58,7 @@ def _words(text: str) -> set[str]:
     return set(_WORDS.findall(text.lower()[:2000]))
 
 
-def _pair_thread(ours: list[dict], theirs: list[dict], thread: int) -> tuple[int | None, str]:
+def pair_thread(ours: list[dict], theirs: list[dict], thread: int) -> tuple[int | None, str]:
     """Their conversation on the same request as our `thread`: the same identity, else the
     clearly closest first user message; never the same number by default."""
     mine = next((t for t in ours if t["thread"] == thread), None)
@@ -145,7 +145,7 @@ def _diff_context(
         else:
             # Pair by what the conversation is about, never by its number: thread 2 of one
             # submission may be another ticket than thread 2 of the other.
-            other_thread, paired_by = _pair_thread(ours, theirs, thread)
+            other_thread, paired_by = pair_thread(ours, theirs, thread)
         context.update({"other_thread": other_thread, "paired_by": paired_by})
         if other_thread is None:
             return context

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from unittest import mock
 
 import pytest
@@ -16,7 +17,9 @@ from submissions.models import Candidate, CheckResult
 from tests.conftest import make_zip
 
 
-def _cohort(assignment, reviewers, n: int, scores=(3, 1), prefix: str = "Candidate") -> list:
+def _cohort(
+    assignment, reviewers, n: int, scores=(3, 1), prefix: str = "Candidate", state="submitted"
+) -> list:
     rubric = RubricTemplate.objects.get(slug="cassette")
     rows = list(rubric.rows.all())
     out = []
@@ -30,7 +33,9 @@ def _cohort(assignment, reviewers, n: int, scores=(3, 1), prefix: str = "Candida
                 assignment=assignment,
             ).submission
             for reviewer, value in zip(reviewers, scores, strict=False):
-                review = Review.objects.create(submission=s, reviewer=reviewer, rubric=rubric)
+                review = Review.objects.create(
+                    submission=s, reviewer=reviewer, rubric=rubric, state=state
+                )
                 Score.objects.bulk_create(
                     [Score(review=review, row=row, value=value) for row in rows]
                 )
@@ -43,7 +48,15 @@ def test_reviewers_cannot_open_the_comparison(client, reviewer, assignment) -> N
     assert client.get(reverse("comparison", args=[assignment.slug])).status_code == 404
 
 
-def test_comparison_shows_totals_and_highlights_a_spread_of_two(
+def _block(body: str, name: str) -> str:
+    """The comparison's tbody of one candidate."""
+    for block in body.split('<tbody class="candidate')[1:]:
+        if f">{name}</a>" in block:
+            return block
+    raise AssertionError(f"no line for {name}")
+
+
+def test_each_reviewers_total_has_its_own_column_and_a_split_is_flagged(
     client, lead, reviewer, reviewer2, assignment
 ) -> None:
     _cohort(assignment, [reviewer, reviewer2], 2, scores=(3, 1))
@@ -51,24 +64,206 @@ def test_comparison_shows_totals_and_highlights_a_spread_of_two(
     page = client.get(reverse("comparison", args=[assignment.slug]))
     assert page.status_code == 200
     body = page.content.decode()
-    assert "Candidate 000" in body and "Candidate 001" in body
-    assert 'class="spread"' in body and "±2" in body
-    assert "<svg" in body and "<rect" in body
-    # (100 + 33.3) / 2 reviewers
-    assert "66.7" in body
+    head = body[body.index("<thead>") : body.index("</thead>")]
+    assert head.index(">alice</a>") < head.index(">bob</a>")  # a column per reviewer
+    block = _block(body, "Candidate 000")
+    cells = re.findall(r'<td class="num[^"]*"[^>]*>([^<]*)', block)
+    # alice 100.0, bob 33.3, range, mean, then each rubric row's range
+    assert cells[:4] == ["100.0", "33.3", "33.3–100.0", ""]
+    assert "<strong>66.7</strong>" in block  # (100 + 33.3) / 2, shown with its range
+    assert cells[4:] and all(cell.startswith("1–3") for cell in cells[4:])
+    assert "⚑ reviewers disagree" in block and block.startswith(' flagged"')
+    assert "totals 33.3 to 100.0 (66.7 apart)" in block
+    assert "±" not in body  # a range reads as a range
 
 
-def test_comparison_csv_export(client, lead, reviewer, assignment) -> None:
-    _cohort(assignment, [reviewer], 2, scores=(2,))
+def test_the_mean_never_hides_a_split(client, lead, reviewer, reviewer2, assignment) -> None:
+    """The issue's own case: 95.0 and 28.3 average to 61.6 and outrank an agreed 60;
+    the range and the flag stand next to it, and sorting by disagreement puts it first."""
+    split, _agreed = _cohort(assignment, [reviewer, reviewer2], 2, scores=(2, 2))
+    rows = list(RubricTemplate.objects.get(slug="cassette").rows.all())
+    weights = [r.weight for r in rows]
+    assert sum(weights) == 100
+    for score in Score.objects.filter(review__submission=split, review__reviewer=reviewer):
+        score.value = 3
+        score.save()
+    for score in Score.objects.filter(review__submission=split, review__reviewer=reviewer2):
+        score.value = 1 if score.row.order % 2 else 0
+        score.save()
+    from reviewer.cohort import cohort_for
+
+    data = {c["candidate"]: c for c in cohort_for(assignment).as_json()["candidates"]}
+    low, high = data["Candidate 000"]["min"], data["Candidate 000"]["max"]
+    assert high - low >= 20 and data["Candidate 000"]["flagged"]
+    assert not data["Candidate 001"]["flagged"]
+    client.force_login(lead)
+    url = reverse("comparison", args=[assignment.slug])
+    body = client.get(url, {"sort": "range"}).content.decode()
+    table = body[body.index("<table") :]
+    assert table.index("Candidate 000") < table.index("Candidate 001")
+    assert f"{low}–{high}" in _block(body, "Candidate 000")
+
+
+def test_drafts_are_shown_in_progress_and_never_counted(
+    client, lead, reviewer, reviewer2, assignment
+) -> None:
+    (sub,) = _cohort(assignment, [reviewer], 1, scores=(3,))
+    rubric = RubricTemplate.objects.get(slug="cassette")
+    draft = Review.objects.create(submission=sub, reviewer=reviewer2, rubric=rubric)
+    Score.objects.bulk_create([Score(review=draft, row=row, value=0) for row in rubric.rows.all()])
+    client.force_login(lead)
+    body = client.get(reverse("comparison", args=[assignment.slug])).content.decode()
+    block = _block(body, "Candidate 000")
+    assert "in progress" in block and "<strong>100.0</strong>" in block
+    assert "1 review still in progress, not counted" in block
+    assert "reviewers disagree" not in block
+
+
+def test_filters_by_checks_reviewer_and_flag_and_names_what_it_ignored(
+    client, lead, reviewer, reviewer2, assignment
+) -> None:
+    flawed, broken, clean, unread = _cohort(assignment, [reviewer, reviewer2], 4, scores=(3, 1))
+    Review.objects.filter(submission=clean, reviewer=reviewer2).delete()
+    Review.objects.filter(submission=unread).delete()
+    CheckResult.objects.create(submission=flawed, check_id="replay.runs", status="fail")
+    CheckResult.objects.create(submission=flawed, check_id="replay.twice", status="error")
+    CheckResult.objects.create(submission=broken, check_id="replay.runs", status="error")
+    CheckResult.objects.create(submission=clean, check_id="replay.runs", status="pass")
+    client.force_login(lead)
+    url = reverse("comparison", args=[assignment.slug])
+
+    def shown(**query) -> list[str]:
+        body = client.get(url, query).content.decode()
+        return sorted(set(re.findall(r">(Candidate \d{3})</a>", body)))
+
+    assert shown(status="flaws") == ["Candidate 000"]
+    assert shown(status="could-not-run") == ["Candidate 001"]  # an error is not a flaw
+    assert shown(status="clean") == ["Candidate 002"]
+    assert shown(status="unchecked") == ["Candidate 003"]
+    assert shown(reviewer="bob") == ["Candidate 000", "Candidate 001"]
+    assert shown(flagged="1") == ["Candidate 000", "Candidate 001"]
+    assert shown(flagged="1", reviewer="alice", status="flaws") == ["Candidate 000"]
+    body = client.get(url, {"status": "nope", "reviewer": "<b>x</b>", "sort": "zz"}).content
+    text = body.decode()
+    assert "unknown status &#x27;nope&#x27;, ignored" in text
+    assert "&lt;b&gt;x&lt;/b&gt;" in text and "<b>x</b>" not in text
+    assert "unknown sort" in text and "Candidate 003" in text
+    by_bob = client.get(url, {"sort": "reviewer", "by": "bob"}).content.decode()
+    table = by_bob[by_bob.index("<table") :]
+    assert table.index("Candidate 000") < table.index("Candidate 002")  # bob's, then none
+    none = client.get(url, {"status": "clean", "reviewer": "bob"}).content.decode()
+    assert "No candidate matches these filters" in none
+
+
+def test_the_evidence_and_notes_behind_each_score_unfold_escaped(
+    client, lead, reviewer, reviewer2, assignment
+) -> None:
+    from reviewer.models import Note
+
+    (sub,) = _cohort(assignment, [reviewer, reviewer2], 1, scores=(3, 1))
+    Candidate.objects.filter(pk=sub.candidate_id).update(name="<script>alert(1)</script>")
+    row = RubricTemplate.objects.get(slug="cassette").rows.first()
+    Score.objects.filter(review__reviewer=reviewer, row=row).update(
+        evidence="replay passed twice <img src=x onerror=alert(2)>"
+    )
+    Note.objects.create(submission=sub, author=reviewer2, row=row, body="retries **hide** a 500")
+    Note.objects.create(submission=sub, author=reviewer2, row=None, body="general, not a row")
+    client.force_login(lead)
+    body = client.get(reverse("comparison", args=[assignment.slug])).content.decode()
+    assert "<script>alert(1)</script>" not in body and "&lt;script&gt;alert(1)" in body
+    assert "<img src=x" not in body
+    assert "replay passed twice &lt;img src=x onerror=alert(2)&gt;" in body
+    details = body[body.index("<details>") : body.index("</details>")]
+    assert "Note: retries **hide** a 500" in details and "general, not a row" not in details
+    # and on hover, the row's cell names each reviewer's score and evidence line
+    assert (
+        'title="alice: 3 (replay passed twice &lt;img src=x onerror=alert(2)&gt;); bob: 1"' in body
+    )
+
+
+def test_the_page_shows_the_numbers_of_the_cohort_json(
+    client, lead, reviewer, reviewer2, assignment
+) -> None:
+    from django.contrib.auth.models import User
+
+    from reviewer.cohort import cohort_for
+
+    third = User.objects.create_user("dana")
+    subs = _cohort(assignment, [reviewer, reviewer2, third], 6, scores=(3, 2, 1))
+    for i, s in enumerate(subs):
+        for score in Score.objects.filter(review__submission=s, review__reviewer=third):
+            score.value = (i + score.row.order) % 4
+            score.save()
+    data = cohort_for(assignment).as_json()
+    client.force_login(lead)
+    body = client.get(reverse("comparison", args=[assignment.slug])).content.decode()
+    alpha = data["agreement"]["alpha_ordinal"]
+    assert alpha is not None and f"Krippendorff's alpha (ordinal) {alpha:.3f}" in body
+    for c in data["candidates"]:
+        block = _block(body, c["candidate"])
+        cells = re.findall(r'<td class="num[^"]*"[^>]*>([^<]*)', block)
+        totals = {r["reviewer"]: r["total"] for r in c["reviews"]}
+        assert cells[:3] == [str(totals[name]) for name in ("alice", "bob", "dana")]
+        assert cells[3] == f"{c['min']}–{c['max']}"
+        assert f"<strong>{c['mean']}</strong>" in block
+        assert ("reviewers disagree" in block) == c["flagged"]
+
+
+def test_the_dot_chart_puts_each_reviewers_total_on_a_0_to_100_axis(
+    client, lead, reviewer, reviewer2, assignment
+) -> None:
+    from reviewer.chart import AXIS_WIDTH, LABEL_WIDTH
+
+    _cohort(assignment, [reviewer, reviewer2], 1, scores=(3, 1))
+    _cohort(assignment, [], 1, prefix="Unscored")
+    client.force_login(lead)
+    body = client.get(reverse("comparison", args=[assignment.slug])).content.decode()
+    svg = body[body.index("<svg") : body.index("</svg>")]
+    assert "<script" not in svg and not re.search(r"\sstyle=", svg)  # draws under the page's CSP
+    label = "Candidate 000: alice: 100.0, bob: 33.3; range 33.3 to 100.0; reviewers disagree"
+    assert f'aria-label="{label}"' in svg
+    assert 'aria-label="Unscored 000: not scored"' in svg
+    row = svg[svg.index(f'aria-label="{label}"') :]
+    row = row[: row.index("</g>")]
+    # the range bar runs from 33.3 to 100 on the axis
+    x = float(re.search(r'<rect x="([\d.]+)"', row).group(1))
+    width = float(re.search(r'<rect [^>]*width="([\d.]+)"', row).group(1))
+    assert x == pytest.approx(LABEL_WIDTH + 0.333 * AXIS_WIDTH, abs=0.2)
+    assert x + width == pytest.approx(LABEL_WIDTH + AXIS_WIDTH, abs=0.2)
+    assert row.count("<path") == 2 and "<title>alice: 100.0</title>" in row
+    for tick in ("0", "25", "50", "75", "100"):
+        assert f'text-anchor="middle" fill="#555">{tick}</text>' in svg
+
+
+def test_comparison_csv_export(client, lead, reviewer, reviewer2, assignment) -> None:
+    import csv
+
+    _cohort(assignment, [reviewer, reviewer2], 2, scores=(2, 3))
+    unscored = _cohort(assignment, [], 1, prefix="Unscored")
     Candidate.objects.filter(name="Candidate 001").update(name="=HYPERLINK(1)")
     client.force_login(lead)
     response = client.get(reverse("comparison", args=[assignment.slug]) + "?format=csv")
     assert response["Content-Type"].startswith("text/csv")
-    lines = response.content.decode().splitlines()
-    assert lines[0].startswith("candidate,submission,Replays offline (mean)")
+    lines = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert len(lines) == 3
-    assert any(line.startswith("'=HYPERLINK(1)") for line in lines)  # no formula injection
-    assert all(",66.7," in line for line in lines[1:])
+    by_name = {line["candidate"]: line for line in lines}
+    assert "'=HYPERLINK(1)" in by_name  # no formula injection
+    line = by_name["Candidate 000"]
+    assert (line["alice (total)"], line["bob (total)"]) == ("66.7", "100.0")
+    assert (line["lowest total"], line["highest total"], line["flagged"]) == (
+        "66.7",
+        "100.0",
+        "yes",
+    )
+    assert line["Replays offline (lowest)"] == "2" and line["Replays offline (highest)"] == "3"
+    nobody = by_name["Unscored 000"]
+    assert unscored and nobody["Replays offline (mean)"] == ""  # not 0, nor a spread of 0
+    assert nobody["Replays offline (lowest)"] == "" and nobody["mean total"] == ""
+    assert nobody["flagged"] == "no" and nobody["alice (total)"] == ""
+    flagged_only = client.get(
+        reverse("comparison", args=[assignment.slug]), {"format": "csv", "flagged": "1"}
+    )
+    assert len(list(csv.DictReader(io.StringIO(flagged_only.content.decode())))) == 2
 
 
 def test_comparison_sorts_by_total_then_name(client, lead, reviewer, assignment) -> None:
@@ -141,7 +336,7 @@ def test_submission_and_assignment_pages_query_count_is_flat(client, lead, assig
 def test_assignment_page_badges_scores_filter_and_blind_totals(
     client, reviewer, reviewer2, lead, assignment
 ) -> None:
-    subs = _cohort(assignment, [reviewer, reviewer2], 2, scores=(3, 0))
+    subs = _cohort(assignment, [reviewer, reviewer2], 2, scores=(3, 0), state="draft")
     for s in subs:
         s.reviewers.add(reviewer)
     CheckResult.objects.create(
@@ -176,20 +371,23 @@ def test_comparison_template_pages_when_given_a_page(rf, lead, reviewer, assignm
     from django.core.paginator import Paginator
     from django.template.loader import render_to_string
 
-    from reviewer.comparison import chart_bars, comparison_rows
+    from reviewer.chart import dot_chart
+    from reviewer.cohort import cohort_for
+    from reviewer.comparison import Filters, table_rows
 
     _cohort(assignment, [reviewer], 5, scores=(2,))
-    rubric_rows, rows = comparison_rows(assignment, sort="name")
-    page = Paginator(rows, 2).get_page("2")
+    cohort = cohort_for(assignment)
+    filters = Filters.from_query({"sort": "name"}, cohort)
+    page = Paginator(filters.apply(cohort), 2).get_page("2")
     request = rf.get(reverse("comparison", args=[assignment.slug]), {"sort": "name", "page": 2})
     request.user = lead
     context = {
         "assignment": assignment,
-        "rubric_rows": rubric_rows,
-        "rows": page.object_list,
+        "cohort": cohort,
+        "filters": filters,
         "page": page,
-        "sort": "name",
-        "bars": chart_bars(page.object_list),
+        "lines": table_rows(cohort, list(page.object_list)),
+        "chart": dot_chart(page.object_list, cohort.reviewers),
     }
     body = render_to_string("reviewer/comparison.html#table", context, request=request)
     assert "Candidate 002" in body and "Candidate 001" not in body
@@ -217,14 +415,13 @@ def test_the_cached_table_changes_with_every_score_check_and_name(
 ) -> None:
     """The comparison is cached between changes, never served stale after one."""
     from cassettes_app.checks import CheckOutcome
-    from reviewer.scoring import score_save
     from submissions.checks.store import checks_store
 
     (sub,) = _cohort(assignment, [reviewer], 1, scores=(1,))
     client.force_login(lead)
     url = reverse("comparison", args=[assignment.slug])
     first = client.get(url).content.decode()
-    with mock.patch("reviewer.views.comparison.comparison_rows") as rows:
+    with mock.patch("reviewer.views.comparison.cohort_for") as rows:
         again = client.get(url).content.decode()
         rows.assert_not_called()  # served from the cache,
     assert again.split("<main")[1] == first.split("<main")[1]  # the same table
@@ -233,10 +430,8 @@ def test_the_cached_table_changes_with_every_score_check_and_name(
     review = Review.objects.get(submission=sub)
     row = review.rubric.rows.first()
     score = Score.objects.get(review=review, row=row)
-    score_save(
-        review=review, row=row, value=2, evidence="", override_reason="",
-        expected_version=score.version,
-    )  # fmt: skip
+    score.value = 2
+    score.save()
     after_score = client.get(url).content.decode()
     assert after_score != first
 
@@ -253,10 +448,10 @@ def test_the_cached_table_changes_with_every_score_check_and_name(
     assert newcomer and "Newcomer 000" in client.get(url).content.decode()
 
     before = client.get(url).content.decode().split("</svg>")[0]
-    assert before.count("not scored") == 1  # the newcomer
+    assert before.count(">not scored</text>") == 1  # the newcomer
     Review.objects.filter(pk=review.pk).delete()  # cascades to its scores
     chart = client.get(url).content.decode().split("</svg>")[0]
-    assert chart.count("not scored") == 2  # the newcomer, and now the renamed candidate
+    assert chart.count(">not scored</text>") == 2  # the newcomer, and now the renamed one
 
 
 def test_saving_a_stale_assignment_never_brings_an_old_table_back(
@@ -308,3 +503,22 @@ def test_the_csv_counts_flaws_apart_from_checks_that_could_not_run(
     assert row[-2:] == ["1", "2"]
     page = client.get(reverse("comparison", args=[assignment.slug])).content.decode()
     assert "2 could not run" in page and "1 flaw found" in page
+
+
+def test_a_secret_pasted_into_evidence_or_a_note_is_never_shown_in_full(
+    client, lead, reviewer, assignment
+) -> None:
+    from reviewer.models import Note
+    from tests.reviewer.test_share_report import fake_key
+
+    key = fake_key()
+    (sub,) = _cohort(assignment, [reviewer], 1, scores=(2,))
+    row = RubricTemplate.objects.get(slug="cassette").rows.first()
+    Score.objects.filter(review__submission=sub, row=row).update(evidence=f"used {key} live")
+    Note.objects.create(submission=sub, author=reviewer, row=row, body="x " * 400 + key)
+    client.force_login(lead)
+    url = reverse("comparison", args=[assignment.slug])
+    body = client.get(url).content.decode()
+    assert key[:20] not in body and "used sk-p…" in body
+    csv_text = client.get(url, {"format": "csv"}).content.decode()
+    assert key[:20] not in csv_text

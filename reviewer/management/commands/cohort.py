@@ -6,7 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from reviewer.agreement import cohort_json
+from reviewer.cohort import cohort_for
 from submissions.models import Assignment
 
 
@@ -25,4 +25,4 @@ class Command(BaseCommand):
         assignment = Assignment.objects.filter(slug=options["slug"]).first()
         if assignment is None:
             raise CommandError(f"no assignment {options['slug']!r}")
-        self.stdout.write(json.dumps(cohort_json(assignment), sort_keys=True, indent=2))
+        self.stdout.write(json.dumps(cohort_for(assignment).as_json(), sort_keys=True, indent=2))

@@ -1,0 +1,355 @@
+"""One assignment's cohort as the hiring lead sees it: every candidate's latest submission,
+each submitted review's scores with the evidence line and note behind them, the range and
+the disagreement flag, and the check counts.
+
+The comparison page, `manage.py cohort` and the shareable report all read this one
+structure, so they show the same numbers. Only submitted reviews count: a draft can still
+change, so it is counted apart (`drafts`) and never enters a total, a range or a figure.
+A fixed number of queries whatever the cohort size; scores come back as tuples.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import cached_property
+from statistics import mean
+from typing import Any
+
+from django.contrib.auth import get_user_model
+
+from reviewer import agreement
+from reviewer.agreement import FLAG_ROW_POINTS, FLAG_TOTAL_POINTS, Units
+from reviewer.models import Note, Review, RubricRow, RubricTemplate, Score
+from reviewer.report import weighted_total
+from submissions.models import Assignment, CheckResult, Submission
+
+NOTE_CHARS = 600  # of each note, on the comparison (the submission page has them whole)
+
+# The check-based status filter, in the order the page lists it.
+STATUSES = {
+    "flaws": "flaws found",
+    "could-not-run": "could not run",
+    "clean": "no flaws",
+    "unchecked": "not checked yet",
+}
+
+
+@dataclass
+class RowScore:
+    """One reviewer's score on one rubric row, with what they wrote for it."""
+
+    value: int | None
+    evidence: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ReviewEntry:
+    """One submitted review of a candidate."""
+
+    reviewer: str
+    scores: dict[int, RowScore]  # row id -> score
+
+    def total(self, rows: list[RubricRow]) -> float | None:
+        return weighted_total(
+            [(row.weight, s.value if (s := self.scores.get(row.pk)) else None) for row in rows]
+        )
+
+
+@dataclass
+class RowRange:
+    """A rubric row across one candidate's reviews."""
+
+    row: RubricRow
+    by_reviewer: dict[str, RowScore]
+
+    @cached_property
+    def values(self) -> list[int]:
+        return [s.value for s in self.by_reviewer.values() if s.value is not None]
+
+    @property
+    def low(self) -> int | None:
+        return min(self.values) if self.values else None
+
+    @property
+    def high(self) -> int | None:
+        return max(self.values) if self.values else None
+
+    @property
+    def apart(self) -> int:
+        return self.high - self.low if len(self.values) >= 2 else 0
+
+    @property
+    def flagged(self) -> bool:
+        return self.apart >= FLAG_ROW_POINTS
+
+    @property
+    def mean(self) -> float | None:
+        return round(mean(self.values), 2) if self.values else None
+
+
+@dataclass
+class Candidate:
+    submission: Submission
+    reviews: list[ReviewEntry]  # submitted, by reviewer name
+    totals: dict[str, float | None]  # reviewer -> weighted total
+    ranges: list[RowRange]
+    drafts: list[str] = field(default_factory=list)  # reviewers still scoring
+    checks: dict[str, dict[str, int]] = field(default_factory=dict)  # group -> status -> n
+
+    @property
+    def name(self) -> str:
+        return self.submission.candidate.name
+
+    @cached_property
+    def scored(self) -> list[float]:
+        return [t for t in self.totals.values() if t is not None]
+
+    @property
+    def mean(self) -> float | None:
+        return round(mean(self.scored), 1) if self.scored else None
+
+    @property
+    def low(self) -> float | None:
+        return min(self.scored) if self.scored else None
+
+    @property
+    def high(self) -> float | None:
+        return max(self.scored) if self.scored else None
+
+    @property
+    def total_apart(self) -> float:
+        return round(self.high - self.low, 1) if len(self.scored) >= 2 else 0.0
+
+    @cached_property
+    def flag_reasons(self) -> list[str]:
+        """Why this candidate's reviewers disagree, in words; empty when they do not."""
+        out = []
+        if self.total_apart >= FLAG_TOTAL_POINTS:
+            out.append(f"totals {self.low} to {self.high} ({self.total_apart} apart)")
+        for r in self.ranges:
+            if r.flagged:
+                out.append(f"{r.row.title}: {r.low} to {r.high}")
+        return out
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.flag_reasons)
+
+    def count(self, status: str) -> int:
+        return sum(counts.get(status, 0) for counts in self.checks.values())
+
+    @property
+    def fails(self) -> int:
+        return self.count("fail")
+
+    @property
+    def errors(self) -> int:
+        return self.count("error")
+
+    @cached_property
+    def status(self) -> str:
+        """The check-based status (a key of STATUSES): a fail is a flaw found; an error is
+        a check that could not run, never a flaw."""
+        if self.count("fail"):
+            return "flaws"
+        if self.count("error"):
+            return "could-not-run"
+        if self.checks:
+            return "clean"
+        return "unchecked"
+
+    def review_by(self, reviewer: str) -> ReviewEntry | None:
+        return next((r for r in self.reviews if r.reviewer == reviewer), None)
+
+
+@dataclass
+class Cohort:
+    assignment: Assignment
+    rows: list[RubricRow]
+    candidates: list[Candidate]
+
+    @cached_property
+    def reviewers(self) -> list[str]:
+        return sorted({r.reviewer for c in self.candidates for r in c.reviews})
+
+    @cached_property
+    def units(self) -> Units:
+        """(submission, row) -> reviewer -> score, over submitted, scored rows."""
+        units: Units = {}
+        for c in self.candidates:
+            for r in c.reviews:
+                for row_id, s in r.scores.items():
+                    if s.value is not None:
+                        units.setdefault((c.submission.pk, row_id), {})[r.reviewer] = s.value
+        return units
+
+    @cached_property
+    def alpha(self) -> float | None:
+        """Krippendorff's alpha (ordinal) over every unit (without loading scikit-learn)."""
+        return agreement.alpha_ordinal(self.units)
+
+    @cached_property
+    def agreement(self) -> dict[str, Any]:
+        return {
+            "alpha_ordinal": self.alpha,
+            "pairs": agreement.pair_kappas(self.units),
+            "rows": {
+                row.title: agreement.alpha_ordinal(
+                    {u: v for u, v in self.units.items() if u[1] == row.pk}
+                )
+                for row in self.rows
+            },
+        }
+
+    @cached_property
+    def calibration(self) -> list[dict[str, Any]]:
+        return agreement.reviewer_calibration(self.units)
+
+    def as_json(self) -> dict[str, Any]:
+        """The machine-readable cohort (`manage.py cohort SLUG --format json`)."""
+        titles = {row.pk: row.title for row in self.rows}
+        candidates = []
+        for c in sorted(self.candidates, key=lambda c: (c.name, c.submission.pk)):
+            reviews = [
+                {
+                    "reviewer": r.reviewer,
+                    "total": c.totals[r.reviewer],
+                    "rows": {
+                        titles[row_id]: s.value
+                        for row_id, s in r.scores.items()
+                        if s.value is not None and row_id in titles
+                    },
+                }
+                for r in c.reviews
+            ]
+            candidates.append(
+                {
+                    "candidate": c.name,
+                    "submission": c.submission.pk,
+                    "status": c.submission.status,
+                    "reviews": reviews,
+                    "mean": c.mean,
+                    "min": c.low,
+                    "max": c.high,
+                    "flagged": c.flagged,
+                }
+            )
+        return {
+            "assignment": self.assignment.slug,
+            "candidates": candidates,
+            "agreement": self.agreement,
+            "reviewers": self.calibration,
+        }
+
+
+def cohort_for(assignment: Assignment, *, only: Submission | None = None) -> Cohort:
+    """The cohort of one assignment, in seven queries whatever its size: each candidate's
+    latest submission, or `only` that one submission (latest or not) as a cohort of one.
+
+    Evidence lines and notes are redacted here, before anything shortens them, so a secret
+    a reviewer pasted is never shown in full on any page or report built from this."""
+    template = RubricTemplate.objects.filter(slug=assignment.rubric).first()
+    rows = list(template.rows.all()) if template else []
+    latest: dict[int, Submission] = {}
+    if only is not None:
+        latest[only.candidate_id] = only
+        scope: dict[str, Any] = {"submission": only}
+    else:
+        for s in (
+            Submission.objects.filter(assignment=assignment)
+            .exclude(status=Submission.Status.REJECTED)
+            .select_related("candidate")
+            .only("pk", "status", "created", "candidate__name", "assignment_id")
+            .order_by("candidate_id", "-created")
+        ):
+            latest.setdefault(s.candidate_id, s)
+        # Filtered by assignment rather than by a list of 1,000 ids; older submissions'
+        # rows are skipped below.
+        scope = {"submission__assignment": assignment}
+    ids = {s.pk for s in latest.values()}
+    redact = _Redactor()
+    username = f"reviewer__{get_user_model().USERNAME_FIELD}"
+    reviews: dict[int, tuple[int, str, str, int]] = {}  # review -> (submission, who, state, uid)
+    for rid, sid, who, state, uid in (
+        Review.objects.filter(**scope)
+        .order_by()
+        .values_list("pk", "submission_id", username, "state", "reviewer_id")
+    ):
+        if sid in ids:
+            reviews[rid] = (sid, who, state, uid)
+    notes: dict[tuple[int, int, int], list[str]] = defaultdict(list)  # (sub, row, uid)
+    for sid, row_id, uid, body in (
+        Note.objects.filter(**scope, row__isnull=False)
+        .order_by("created", "pk")
+        .values_list("submission_id", "row_id", "author_id", "body")
+    ):
+        if sid in ids:
+            text = redact(body)
+            notes[(sid, row_id, uid)].append(
+                text if len(text) <= NOTE_CHARS else text[: NOTE_CHARS - 1] + "…"
+            )
+    scores: dict[int, dict[int, RowScore]] = defaultdict(dict)
+    for rid, row_id, value, evidence in (
+        Score.objects.filter(**{f"review__{k}": v for k, v in scope.items()})
+        .order_by()
+        .values_list("review_id", "row_id", "value", "evidence")
+    ):
+        if rid in reviews:
+            sid, _, _, uid = reviews[rid]
+            scores[rid][row_id] = RowScore(
+                value, redact(evidence), notes.get((sid, row_id, uid), [])
+            )
+    checks: dict[int, dict[str, dict[str, int]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(int))
+    )
+    for sid, cid, status in CheckResult.objects.filter(**scope).values_list(
+        "submission_id", "check_id", "status"
+    ):
+        if sid in ids:
+            checks[sid][cid.split(".", 1)[0]][status] += 1
+    by_submission: dict[int, list[tuple[str, str, int]]] = defaultdict(list)
+    for rid, (sid, who, state, _) in reviews.items():
+        by_submission[sid].append((who, state, rid))
+    candidates = []
+    for s in latest.values():
+        entries = sorted(by_submission[s.pk])
+        submitted = [
+            ReviewEntry(who, scores[rid])
+            for who, state, rid in entries
+            if state == Review.State.SUBMITTED
+        ]
+        ranges = [
+            RowRange(row, {r.reviewer: r.scores[row.pk] for r in submitted if row.pk in r.scores})
+            for row in rows
+        ]
+        candidates.append(
+            Candidate(
+                submission=s,
+                reviews=submitted,
+                totals={r.reviewer: r.total(rows) for r in submitted},
+                ranges=ranges,
+                drafts=[who for who, state, _ in entries if state != Review.State.SUBMITTED],
+                checks={g: dict(v) for g, v in checks[s.pk].items()},
+            )
+        )
+    candidates.sort(key=lambda c: (c.name, c.submission.pk))
+    return Cohort(assignment, rows, candidates)
+
+
+class _Redactor:
+    """redact_text, once per distinct text of a build (evidence lines repeat a lot)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, str] = {}
+
+    def __call__(self, text: str) -> str:
+        if not text:
+            return text
+        out = self.seen.get(text)
+        if out is None:
+            from cassettes_app.secrets.redaction import redact_text
+
+            out = self.seen[text] = redact_text(text)
+        return out
