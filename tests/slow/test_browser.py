@@ -249,8 +249,11 @@ def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
     ctx_c = browser.new_context(accept_downloads=True)
     lead = _login(ctx_c, base, "carol")
     lead.goto(f"{base}/assignments/cassette-triage/compare/")
-    row = lead.locator("table.compare tr", has_text="Tomasz W")
-    assert "alice, bob" in row.inner_text()
+    head = lead.locator("table.compare > thead").inner_text()
+    assert "alice" in head and "bob" in head  # a column per reviewer
+    row = lead.locator("table.compare tbody.candidate", has_text="Tomasz W").locator("tr").first
+    assert "66.7" in row.inner_text() and "0.0" in row.inner_text()  # 2s and 0s
+    assert "reviewers disagree" in row.inner_text()
     assert row.locator("td.spread").count() > 0  # 2 vs 0 on every row
     _shot(lead, "comparison")
     with lead.expect_download() as download:
@@ -297,3 +300,134 @@ def test_public_demo_is_readable_anonymously_and_refuses_writes(
         assert page.locator("form[method=post], [hx-post]").count() == 0, url
         assert page.locator("text=Log out").count() == 0
     _shot(page, "demo-compare")
+
+
+def test_hiring_lead_journey(browser, live_server, tmp_path) -> None:
+    """Comparison → a flagged row and its evidence → two candidates side by side →
+    calibration → the committee report, downloaded and read with the network cut."""
+    import io
+    from unittest import mock
+
+    from reviewer.cohort import cohort_for
+    from reviewer.models import Note, Review, RubricTemplate, Score
+    from submissions.intake.upload import submission_create
+    from submissions.jobs import queue
+    from submissions.models import Candidate, CheckResult, Recording, Turn
+    from tests.conftest import make_zip
+
+    base = live_server.url
+    alice, bob = _user("alice", REVIEWERS), _user("bob", REVIEWERS)
+    _user("carol", HIRING_LEADS)
+    data = yaml.safe_load((DEMO_DIR / "assignments" / "cassette-triage.yaml").read_text())
+    assignment, _ = assignment_apply(values=assignment_values({**data, "replay_command": ""}))
+    rubric = RubricTemplate.objects.get(slug=assignment.rubric)
+    rows = list(rubric.rows.all())
+    # Split: alice 3 on every row, bob 1; Agreed: both 2; Third: both 1, bob's a draft.
+    plan = {"Split Person": (3, 1), "Agreed Person": (2, 2), "Third Person": (1, 1)}
+    subs = {}
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        for name, (a, b) in plan.items():
+            s = submission_create(
+                upload=io.BytesIO(make_zip({"n": name})), filename="c.zip",
+                candidate=Candidate.objects.create(name=name), assignment=assignment,
+            ).submission  # fmt: skip
+            subs[name] = s
+            for who, value in ((alice, a), (bob, b)):
+                state = "draft" if (name, who) == ("Third Person", bob) else "submitted"
+                review = Review.objects.create(
+                    submission=s, reviewer=who, rubric=rubric, state=state
+                )
+                Score.objects.bulk_create(
+                    [Score(review=review, row=row, value=value,
+                           evidence=f"{who.username} read the replay log of {name}")
+                     for row in rows]
+                )  # fmt: skip
+    Note.objects.create(
+        submission=subs["Split Person"], author=bob, row=rows[0], body="the retry hides a 500"
+    )
+    CheckResult.objects.create(
+        submission=subs["Split Person"], check_id="cassettes.keys_match", status="fail",
+        summary="a hand-edited cassette",
+    )  # fmt: skip
+    CheckResult.objects.create(
+        submission=subs["Agreed Person"], check_id="cassettes.keys_match", status="error",
+        summary="could not read",
+    )  # fmt: skip
+    for name, reply in (("Split Person", "Refunded ord_1"), ("Agreed Person", "Refund ord_1 done")):
+        recording = Recording.objects.create(
+            submission=subs[name], path=f"cassettes/{name[0]}.json", format="cassette_json",
+            key=f"k-{name}",
+        )  # fmt: skip
+        Turn.objects.create(
+            submission=subs[name], thread=0, index=0, recording=recording,
+            new_messages=[{"role": "user", "text": "Refund order ord_1 please",
+                           "tool_calls": [], "tool_results": []}],
+            response={"role": "assistant", "text": reply, "tool_calls": []},
+        )  # fmt: skip
+    figures = cohort_for(assignment).as_json()
+
+    ctx = browser.new_context(accept_downloads=True)
+    lead = _login(ctx, base, "carol")
+    console_errors: list[str] = []
+    lead.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+    lead.goto(f"{base}/assignments/{assignment.slug}/compare/")
+    split = lead.locator("tbody.candidate", has_text="Split Person")
+    first_line = split.locator("tr").first.inner_text()
+    assert "100.0" in first_line and "33.3" in first_line and "33.3–100.0" in first_line
+    assert "reviewers disagree" in first_line
+    third = lead.locator("tbody.candidate", has_text="Third Person").locator("tr").first
+    assert "in progress" in third.inner_text()  # bob's draft, not counted
+    # The evidence behind each score unfolds under the row.
+    split.locator("summary").click()
+    evidence = split.locator("table.evidence").inner_text()
+    assert "bob read the replay log of Split Person" in evidence
+    assert "the retry hides a 500" in evidence
+    _shot(lead, "lead-comparison")
+    # Flagged only: the one split candidate.
+    lead.check("input[name=flagged]")
+    lead.click("form.filters button[type=submit]")
+    assert lead.locator("tbody.candidate").count() == 1
+    assert "Split Person" in lead.locator("tbody.candidate").inner_text()
+    # The dot chart names each reviewer's total for screen readers.
+    label = lead.locator("figure.dot-chart g[role=img]").first.get_attribute("aria-label")
+    assert label.startswith("Split Person: alice: 100.0, bob: 33.3")
+
+    # Two candidates side by side: pick B, compare.
+    lead.click("text=Two candidates side by side")
+    lead.select_option("select[name=a]", str(subs["Split Person"].pk))
+    lead.select_option("select[name=b]", str(subs["Agreed Person"].pk))
+    lead.click("text=Compare")
+    checks = lead.locator("#checks").inner_text()
+    assert "flaw found" in checks and "could not run" in checks
+    conversations = lead.locator("#conversations").inner_text()
+    assert "Refunded ord_1" in conversations and "Refund ord_1 done" in conversations
+    _shot(lead, "lead-pairwise")
+
+    # Calibration shows the same alpha as the JSON.
+    lead.goto(f"{base}/assignments/{assignment.slug}/calibration/")
+    alpha = figures["agreement"]["alpha_ordinal"]
+    assert f"{alpha:.3f}" in lead.locator("main").inner_text()
+    _shot(lead, "lead-calibration")
+
+    # The committee report: downloaded, then read with every request refused.
+    lead.goto(f"{base}/assignments/{assignment.slug}/compare/")
+    with lead.expect_download() as download:
+        lead.click("text=Download the committee report")
+    report = tmp_path / "report.html"
+    download.value.save_as(report)
+    offline = browser.new_context(offline=True)
+    requested: list[str] = []
+    offline.on("request", lambda r: requested.append(r.url))
+    page = offline.new_page()
+    page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+    page.goto(report.as_uri())
+    text = page.locator("body").inner_text()
+    for name in plan:
+        assert name in text
+    assert "bob read the replay log of Split Person" in text
+    assert f"{alpha:.3f}" in text
+    assert requested == [report.as_uri()]  # nothing but the file itself
+    _shot(page, "lead-report-offline")
+    offline.close()
+    ctx.close()
+    assert console_errors == []
