@@ -309,13 +309,16 @@ def test_hiring_lead_journey(browser, live_server, tmp_path) -> None:
     from unittest import mock
 
     from reviewer.cohort import cohort_for
-    from reviewer.models import Note, Review, RubricTemplate, Score
+    from reviewer.models import Note, Review, RubricRow, RubricTemplate, Score
+    from reviewer.rubrics import install_builtin_rubrics
     from submissions.intake.upload import submission_create
     from submissions.jobs import queue
     from submissions.models import Candidate, CheckResult, Recording, Turn
     from tests.conftest import make_zip
 
     base = live_server.url
+    # An earlier transactional test's flush took the migration's rubrics with it.
+    install_builtin_rubrics(RubricTemplate, RubricRow)
     alice, bob = _user("alice", REVIEWERS), _user("bob", REVIEWERS)
     _user("carol", HIRING_LEADS)
     data = yaml.safe_load((DEMO_DIR / "assignments" / "cassette-triage.yaml").read_text())
