@@ -95,4 +95,63 @@ def demo_seed(demo_dir: Path = DEMO_DIR) -> Seeded:
         assigned = reviewers[:1] + (reviewers[1:] if index % 2 == 0 else [])
         result.submission.reviewers.add(*assigned)
         results.append(result)
+    demo_reviews_seed(demo_dir)
     return Seeded(users=users, results=results)
+
+
+def demo_reviews_seed(demo_dir: Path = DEMO_DIR) -> int:
+    """Submit the earlier reviewers' reviews of `reviews.yaml` through the scoring functions
+    (so their audit trail is real), each once: a review already there is left as it is.
+    Returns how many were submitted now."""
+    from reviewer.scoring import review_get_or_create, review_submit, score_save
+    from submissions.models import Submission
+
+    path = demo_dir / "reviews.yaml"
+    if not path.exists():
+        return 0
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    user_model = get_user_model()
+    group = Group.objects.get(name=REVIEWERS)
+    people = {}
+    for name in data.get("reviewers", []):
+        user, created = user_model.objects.get_or_create(username=name)
+        if created:
+            user.set_unusable_password()  # a name on the demo's reviews, never a login
+            user.save()
+        user.groups.add(group)
+        people[name] = user
+    done = 0
+    for entry in data.get("reviews", []):
+        submission = (
+            Submission.objects.filter(
+                candidate__name=entry["candidate"], assignment__slug=entry["assignment"]
+            )
+            .order_by("-created")
+            .first()
+        )
+        reviewer = people[entry["by"]]
+        if submission is None or submission.reviews.filter(reviewer=reviewer).exists():
+            continue
+        submission.reviewers.add(reviewer)
+        review = review_get_or_create(submission=submission, reviewer=reviewer)
+        if review is None:
+            continue
+        rows = list(review.rubric.rows.all())
+        if len(entry["scores"]) != len(rows) or len(entry["evidence"]) != len(rows):
+            raise ValueError(
+                f"{path.name}: {entry['candidate']} by {entry['by']} needs {len(rows)} scores "
+                "and evidence lines, one per rubric row"
+            )
+        for row, value, evidence in zip(rows, entry["scores"], entry["evidence"], strict=True):
+            score_save(
+                review=review,
+                row=row,
+                value=value,
+                evidence=evidence,
+                # A 3 before the row's checks have run needs a reason; this is it.
+                override_reason=f"checked by hand: {evidence}" if value == 3 else "",
+                expected_version=0,
+            )
+        review_submit(review=review)
+        done += 1
+    return done

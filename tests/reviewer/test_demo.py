@@ -42,3 +42,31 @@ def test_demo_users_can_log_in(client, db) -> None:
     assert client.login(username="reviewer", password="review-the-tapes")
     page = client.get("/")
     assert b"Cassette" in page.content
+
+
+def test_the_demo_has_earlier_reviews_for_the_lead_and_nothing_scored_for_its_logins(
+    client, db
+) -> None:
+    from django.contrib.auth.models import User
+    from django.urls import reverse
+
+    from reviewer.cohort import cohort_for
+    from reviewer.models import Review, ScoreEvent
+
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        call_command("seed_demo")
+        call_command("seed_demo")  # each review once
+    reviews = Review.objects.filter(reviewer__username__in=["ana.k", "ben.o"])
+    assert reviews.count() == 8 and all(r.state == "submitted" for r in reviews)
+    assert not Review.objects.filter(reviewer__username__in=["reviewer", "reviewer2"]).exists()
+    assert not User.objects.get(username="ana.k").has_usable_password()
+    # Through the scoring functions: every score and the submit are in the audit trail.
+    assert ScoreEvent.objects.filter(kind="submit").count() == 8
+    assert ScoreEvent.objects.filter(kind="score").count() == 8 * 5  # five rows each
+    cohort = cohort_for(Assignment.objects.get(slug="cassette-triage"))
+    flagged = {c.name for c in cohort.candidates if c.flagged}
+    assert flagged == {"Tomasz Wielgosz"}  # 26.7 against 75.0
+    assert cohort.alpha is not None
+    client.force_login(User.objects.get(username="lead"))
+    page = client.get(reverse("comparison", args=["cassette-triage"])).content.decode()
+    assert "ana.k" in page and "26.7–75.0" in page
