@@ -22,9 +22,8 @@ from reviewer import agreement
 from reviewer.agreement import FLAG_ROW_POINTS, FLAG_TOTAL_POINTS, Units
 from reviewer.models import Note, Review, RubricRow, RubricTemplate, Score
 from reviewer.report import weighted_total
+from reviewer.safe_text import SafeText
 from submissions.models import Assignment, CheckResult, Submission
-
-NOTE_CHARS = 600  # of each note, on the comparison (the submission page has them whole)
 
 # The check-based status filter, in the order the page lists it.
 STATUSES = {
@@ -248,8 +247,8 @@ def cohort_for(assignment: Assignment, *, only: Submission | None = None) -> Coh
     """The cohort of one assignment, in seven queries whatever its size: each candidate's
     latest submission, or `only` that one submission (latest or not) as a cohort of one.
 
-    Evidence lines and notes are redacted here, before anything shortens them, so a secret
-    a reviewer pasted is never shown in full on any page or report built from this."""
+    Evidence lines and notes are redacted here, whole, so a secret a reviewer pasted is
+    never shown in full on any page or report built from this; whoever shows them cuts."""
     template = RubricTemplate.objects.filter(slug=assignment.rubric).first()
     rows = list(template.rows.all()) if template else []
     latest: dict[int, Submission] = {}
@@ -269,7 +268,7 @@ def cohort_for(assignment: Assignment, *, only: Submission | None = None) -> Coh
         # rows are skipped below.
         scope = {"submission__assignment": assignment}
     ids = {s.pk for s in latest.values()}
-    redact = _Redactor()
+    text = SafeText()
     username = f"reviewer__{get_user_model().USERNAME_FIELD}"
     reviews: dict[int, tuple[int, str, str, int]] = {}  # review -> (submission, who, state, uid)
     for rid, sid, who, state, uid in (
@@ -286,10 +285,7 @@ def cohort_for(assignment: Assignment, *, only: Submission | None = None) -> Coh
         .values_list("submission_id", "row_id", "author_id", "body")
     ):
         if sid in ids:
-            text = redact(body)
-            notes[(sid, row_id, uid)].append(
-                text if len(text) <= NOTE_CHARS else text[: NOTE_CHARS - 1] + "…"
-            )
+            notes[(sid, row_id, uid)].append(text.full(body))
     scores: dict[int, dict[int, RowScore]] = defaultdict(dict)
     for rid, row_id, value, evidence in (
         Score.objects.filter(**{f"review__{k}": v for k, v in scope.items()})
@@ -299,7 +295,7 @@ def cohort_for(assignment: Assignment, *, only: Submission | None = None) -> Coh
         if rid in reviews:
             sid, _, _, uid = reviews[rid]
             scores[rid][row_id] = RowScore(
-                value, redact(evidence), notes.get((sid, row_id, uid), [])
+                value, text.full(evidence), notes.get((sid, row_id, uid), [])
             )
     checks: dict[int, dict[str, dict[str, int]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(int))
@@ -336,20 +332,3 @@ def cohort_for(assignment: Assignment, *, only: Submission | None = None) -> Coh
         )
     candidates.sort(key=lambda c: (c.name, c.submission.pk))
     return Cohort(assignment, rows, candidates)
-
-
-class _Redactor:
-    """redact_text, once per distinct text of a build (evidence lines repeat a lot)."""
-
-    def __init__(self) -> None:
-        self.seen: dict[str, str] = {}
-
-    def __call__(self, text: str) -> str:
-        if not text:
-            return text
-        out = self.seen.get(text)
-        if out is None:
-            from cassettes_app.secrets.redaction import redact_text
-
-            out = self.seen[text] = redact_text(text)
-        return out

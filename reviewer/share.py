@@ -35,7 +35,6 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from cassettes_app.checks.catalog import CATALOG
-from cassettes_app.secrets.redaction import redact_text
 from reviewer.chart import dot_chart
 from reviewer.cohort import (
     STATUSES,
@@ -44,6 +43,7 @@ from reviewer.cohort import (
     cohort_for,
 )
 from reviewer.models import Note, Review, RubricRow, ScoreEvent
+from reviewer.safe_text import SafeText
 from reviewer.verdict import status_label, verdict_for
 from submissions.models import Assignment, CheckResult, Submission
 
@@ -116,34 +116,6 @@ def style_source() -> str:
     """The CSP source that allows exactly the report's inline stylesheet."""
     digest = hashlib.sha256(style().encode("utf-8")).digest()
     return f"'sha256-{base64.b64encode(digest).decode('ascii')}'"
-
-
-class _Text:
-    """Free text made safe to share: redacted whole, then cut. Memoised per report, since a
-    cohort repeats the same summaries many times."""
-
-    # Text this far past what is shown is dropped before the scan: a key that starts inside
-    # the shown part ends well within it, and a long log costs no scan of its tail.
-    MARGIN = 4096
-
-    def __init__(self) -> None:
-        self._seen: dict[str, str] = {}
-
-    def full(self, text: object, limit: int = 20_000) -> str:
-        raw = "" if text is None else str(text)
-        raw = raw[: limit + self.MARGIN]
-        out = self._seen.get(raw)
-        if out is None:
-            out = self._seen[raw] = redact_text(raw)
-        return out
-
-    def cut(self, text: object, limit: int, *, one_line: bool = True) -> str:
-        raw = "" if text is None else str(text)
-        # Whitespace goes first: squeezed after the scan, it could pull an unscanned tail
-        # into the shown part.
-        raw = " ".join(raw.split()) if one_line else raw.strip()
-        out = self.full(raw, limit)
-        return out if len(out) <= limit else out[: limit - 1].rstrip() + "…"
 
 
 # ------------------------------------------------------------------ what a template shows
@@ -270,7 +242,7 @@ _CheckRow = tuple[str, str, str]  # check id, status, summary
 
 
 def _check_groups(
-    checks: list[_CheckRow], evidence: dict[str, Any], text: _Text, limits: Limits
+    checks: list[_CheckRow], evidence: dict[str, Any], text: SafeText, limits: Limits
 ) -> list[CheckGroup]:
     by_status: dict[str, list[CheckLine]] = defaultdict(list)
     for check_id, status, summary in checks:
@@ -321,7 +293,7 @@ def _evidence_text(item: Any) -> str:
     return json.dumps(item, ensure_ascii=False, default=str)
 
 
-def _value_text(value: Any, text: _Text, limit: int) -> str:
+def _value_text(value: Any, text: SafeText, limit: int) -> str:
     if value is None or value == "":
         return "—"
     if isinstance(value, str):
@@ -329,7 +301,7 @@ def _value_text(value: Any, text: _Text, limit: int) -> str:
     return text.cut(json.dumps(value, ensure_ascii=False, default=str), limit)
 
 
-def _changes(old: Any, new: Any, reason: str, text: _Text, limit: int) -> tuple[Change, ...]:
+def _changes(old: Any, new: Any, reason: str, text: SafeText, limit: int) -> tuple[Change, ...]:
     """What an event changed, field by field: old → new, only where they differ (an
     override reason the event gives as its reason is shown once, as the reason)."""
     old = old if isinstance(old, dict) else ({} if old is None else {"value": old})
@@ -360,7 +332,7 @@ _EventRow = tuple[datetime, str, Any, Any, str, str, str | None, str | None]
 KINDS = dict(ScoreEvent.Kind.choices)
 
 
-def _audit(events: list[_EventRow], text: _Text, limits: Limits) -> tuple[list[AuditLine], int]:
+def _audit(events: list[_EventRow], text: SafeText, limits: Limits) -> tuple[list[AuditLine], int]:
     """The newest `limits.audit_events` changes, oldest first, and how many were left out."""
     left_out = max(0, len(events) - limits.audit_events)
     out = []
@@ -386,10 +358,9 @@ def _detail(
     *,
     checks: list[_CheckRow],
     evidence: dict[str, Any],
-    notes: dict[tuple[int, str], list[str]],  # (row, reviewer) -> bodies
     pins: list[tuple[str, str, str]],
     events: list[_EventRow],
-    text: _Text,
+    text: SafeText,
     limits: Limits,
 ) -> Detail:
     reviewers = [r.reviewer for r in c.reviews]
@@ -412,10 +383,7 @@ def _detail(
                 else Cell(
                     s.value,
                     text.cut(s.evidence, limits.evidence_chars),
-                    tuple(
-                        text.cut(n, limits.note_chars, one_line=False)
-                        for n in notes.get((r.row.pk, name), [])
-                    ),
+                    tuple(text.cut(n, limits.note_chars, one_line=False) for n in s.notes),
                 )
             )
             pairs.append((name, cell))
@@ -466,6 +434,16 @@ def _event_rows(queryset: QuerySet[ScoreEvent]) -> QuerySet[ScoreEvent, tuple[An
     )
 
 
+def _pin_rows(queryset: QuerySet[Note]) -> QuerySet[Note, tuple[Any, ...]]:
+    """Notes pinned to a check, a turn or a file: (submission, who, anchor, body)."""
+    return (
+        queryset.filter(row__isnull=True)
+        .exclude(anchor="")
+        .order_by("created", "pk")
+        .values_list("submission_id", f"author__{_username()}", "anchor", "body")
+    )
+
+
 def _generated(request: Any, by: str) -> dict[str, str]:
     user = getattr(request, "user", None)
     if getattr(user, "is_authenticated", False):
@@ -491,7 +469,7 @@ def cohort_report_html(
     """The committee's report of one assignment's cohort, as one self-contained HTML file."""
     cohort = cohort_for(assignment)
     ids = {c.submission.pk for c in cohort.candidates}
-    text = _Text()
+    text = SafeText()
     checks: dict[int, list[_CheckRow]] = defaultdict(list)
     for sid, cid, status, summary in (
         CheckResult.objects.filter(submission__assignment=assignment)
@@ -509,19 +487,11 @@ def cohort_report_html(
     ):
         if sid in ids:
             evidence[sid][cid] = items
-    # The notes again, whole: the cohort's copies are cut before any redaction.
-    notes: dict[int, dict[tuple[int, str], list[str]]] = defaultdict(lambda: defaultdict(list))
+    # A rubric row's notes come with the cohort's scores; the notes pinned to a check,
+    # a turn or a file are read here.
     pins: dict[int, list[tuple[str, str, str]]] = defaultdict(list)
-    for sid, row_id, anchor, who, body in (
-        Note.objects.filter(submission__assignment=assignment)
-        .order_by("created", "pk")
-        .values_list("submission_id", "row_id", "anchor", f"author__{_username()}", "body")
-    ):
-        if sid not in ids:
-            continue
-        if row_id is not None:
-            notes[sid][(row_id, who)].append(body)
-        elif anchor:
+    for sid, who, anchor, body in _pin_rows(Note.objects.filter(submission__assignment=assignment)):
+        if sid in ids:
             pins[sid].append((who, anchor, body))
     events: dict[int, list[_EventRow]] = defaultdict(list)
     for sid, *event in _event_rows(ScoreEvent.objects.filter(submission__assignment=assignment)):
@@ -532,7 +502,6 @@ def cohort_report_html(
             c,
             checks=checks[c.submission.pk],
             evidence=evidence[c.submission.pk],
-            notes=notes[c.submission.pk],
             pins=pins[c.submission.pk],
             events=events[c.submission.pk],
             text=text,
@@ -587,29 +556,18 @@ def submission_report_html(
     audit trail), as one self-contained HTML file."""
     cohort = cohort_for(submission.assignment, only=submission)
     rows, (candidate,) = cohort.rows, cohort.candidates
-    text = _Text()
+    text = SafeText()
     results = list(
         submission.checks.order_by("check_id").values_list(
             "check_id", "status", "summary", "evidence"
         )
     )
-    notes: dict[tuple[int, str], list[str]] = defaultdict(list)
-    pins: list[tuple[str, str, str]] = []
-    for row_id, anchor, who, body in (
-        Note.objects.filter(submission=submission)
-        .order_by("created", "pk")
-        .values_list("row_id", "anchor", f"author__{_username()}", "body")
-    ):
-        if row_id is not None:
-            notes[(row_id, who)].append(body)
-        elif anchor:
-            pins.append((who, anchor, body))
+    pins = [(who, anchor, body) for _, who, anchor, body in _pin_rows(submission.notes.all())]
     events = [tuple(e[1:]) for e in _event_rows(ScoreEvent.objects.filter(submission=submission))]
     detail = _detail(
         candidate,
         checks=[(cid, status, summary) for cid, status, summary, _ in results],
         evidence={cid: ev for cid, status, _, ev in results if status in DETAILED},
-        notes=notes,
         pins=pins,
         events=events,  # type: ignore[arg-type]
         text=text,
