@@ -12,6 +12,7 @@ variation) is None, never a number that looks measured.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from itertools import combinations
 from statistics import mean
 from typing import Any
@@ -95,9 +96,9 @@ ALPHA_TENTATIVE = 0.667
 MOST_DISAGREEMENT = 20  # units listed for the next calibration session
 
 
-def spread(scores: dict[str, int]) -> int:
-    """Highest minus lowest score on one unit; 0 with fewer than two reviewers."""
-    return max(scores.values()) - min(scores.values()) if len(scores) >= 2 else 0
+def spread(values: Collection[int]) -> int:
+    """Highest minus lowest of one unit's scores; 0 with fewer than two."""
+    return max(values) - min(values) if len(values) >= 2 else 0
 
 
 def paired_count(units: Units) -> int:
@@ -172,7 +173,7 @@ def row_spreads(units: Units) -> dict[int, dict[str, Any]]:
         entry["units"] += 1
         if len(scores) >= 2:
             entry["paired"] += 1
-            entry["spreads"].append(spread(scores))
+            entry["spreads"].append(spread(scores.values()))
     for entry in out.values():
         spreads = entry.pop("spreads")
         entry["mean_spread"] = round(mean(spreads), 4) if spreads else None
@@ -186,6 +187,10 @@ def most_disagreement(
 ) -> list[tuple[tuple[int, int], int]]:
     """The units whose reviewers are at least a point apart, widest first, then by
     `tiebreak(unit)` (the unit itself by default); at most `limit` of them."""
-    apart = [(unit, spread(scores)) for unit, scores in units.items() if spread(scores) >= 1]
+    apart = [
+        (unit, spread(scores.values()))
+        for unit, scores in units.items()
+        if spread(scores.values()) >= 1
+    ]
     apart.sort(key=lambda item: (-item[1], tiebreak(item[0]) if tiebreak else item[0]))
     return apart[:limit]

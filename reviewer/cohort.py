@@ -25,6 +25,12 @@ from reviewer.report import weighted_total
 from reviewer.safe_text import SafeText
 from submissions.models import Assignment, CheckResult, Submission
 
+# When a candidate is flagged, in the words every page and the report use.
+FLAG_RULE = (
+    f"reviewers differ by {FLAG_ROW_POINTS} or more points on a row "
+    f"or by {FLAG_TOTAL_POINTS} or more on the total"
+)
+
 # The check-based status filter, in the order the page lists it.
 STATUSES = {
     "flaws": "flaws found",
@@ -32,6 +38,13 @@ STATUSES = {
     "clean": "no flaws",
     "unchecked": "not checked yet",
 }
+
+
+def range_text(low: float | None, high: float | None) -> str:
+    """A range as the pages print it: "1–3", "2" when everyone agrees, "—" with no score."""
+    if low is None:
+        return "—"
+    return str(low) if low == high else f"{low}–{high}"
 
 
 @dataclass
@@ -77,7 +90,7 @@ class RowRange:
 
     @property
     def apart(self) -> int:
-        return self.high - self.low if len(self.values) >= 2 else 0
+        return agreement.spread(self.values)
 
     @property
     def flagged(self) -> bool:
@@ -86,6 +99,17 @@ class RowRange:
     @property
     def mean(self) -> float | None:
         return round(mean(self.values), 2) if self.values else None
+
+    @property
+    def range_text(self) -> str:
+        return range_text(self.low, self.high)
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewerCell:
+    name: str
+    total: float | None
+    state: str  # "submitted", "draft" or "" (no review by this reviewer)
 
 
 @dataclass
@@ -121,11 +145,19 @@ class Candidate:
     def total_apart(self) -> float:
         return round(self.high - self.low, 1) if len(self.scored) >= 2 else 0.0
 
+    @property
+    def range_text(self) -> str:
+        return range_text(self.low, self.high)
+
+    @property
+    def totals_flagged(self) -> bool:
+        return self.total_apart >= FLAG_TOTAL_POINTS
+
     @cached_property
     def flag_reasons(self) -> list[str]:
         """Why this candidate's reviewers disagree, in words; empty when they do not."""
         out = []
-        if self.total_apart >= FLAG_TOTAL_POINTS:
+        if self.totals_flagged:
             out.append(f"totals {self.low} to {self.high} ({self.total_apart} apart)")
         for r in self.ranges:
             if r.flagged:
@@ -158,6 +190,18 @@ class Candidate:
         if self.checks:
             return "clean"
         return "unchecked"
+
+    def cells(self, reviewers: list[str]) -> list[ReviewerCell]:
+        """One cell per reviewer of the cohort: their total, or that they are still
+        scoring, or that this candidate is not theirs."""
+        return [
+            ReviewerCell(
+                name,
+                self.totals.get(name),
+                "submitted" if name in self.totals else "draft" if name in self.drafts else "",
+            )
+            for name in reviewers
+        ]
 
     def review_by(self, reviewer: str) -> ReviewEntry | None:
         return next((r for r in self.reviews if r.reviewer == reviewer), None)

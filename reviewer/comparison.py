@@ -196,15 +196,6 @@ def table_rows(cohort: Cohort, candidates: list[Candidate]) -> list[dict]:
     evidence and notes behind each score for the expanded view."""
     out = []
     for i, c in enumerate(candidates):
-        reviewer_cells = [
-            {
-                "name": name,
-                "total": c.totals.get(name),
-                "submitted": name in c.totals,
-                "draft": name in c.drafts,
-            }
-            for name in cohort.reviewers
-        ]
         ranges = []
         for r in c.ranges:
             hover = "; ".join(
@@ -215,7 +206,7 @@ def table_rows(cohort: Cohort, candidates: list[Candidate]) -> list[dict]:
             ranges.append(
                 {
                     "row": r.row,
-                    "text": _range_text(r.low, r.high),
+                    "text": r.range_text,
                     "flagged": r.flagged,
                     "title": hover[: TITLE_CHARS - 1] + "…" if len(hover) > TITLE_CHARS else hover,
                 }
@@ -232,17 +223,10 @@ def table_rows(cohort: Cohort, candidates: list[Candidate]) -> list[dict]:
         out.append(
             {
                 "c": c,
-                "reviewer_cells": reviewer_cells,
+                "reviewer_cells": c.cells(cohort.reviewers),
                 "ranges": ranges,
                 "details": details,
-                "total_range": _range_text(c.low, c.high),
                 "next": following,
             }
         )
     return out
-
-
-def _range_text(low: float | None, high: float | None) -> str:
-    if low is None:
-        return "—"
-    return str(low) if low == high else f"{low}–{high}"

@@ -35,8 +35,10 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from cassettes_app.checks.catalog import CATALOG
+from reviewer.agreement import FLAG_ROW_POINTS
 from reviewer.chart import dot_chart
 from reviewer.cohort import (
+    FLAG_RULE,
     STATUSES,
     Candidate,
     RowRange,
@@ -211,14 +213,6 @@ class Detail:
     @property
     def status_label(self) -> str:
         return STATUSES[self.candidate.status]
-
-    @property
-    def fails(self) -> int:
-        return self.candidate.count("fail")
-
-    @property
-    def errors(self) -> int:
-        return self.candidate.count("error")
 
     @property
     def totals(self) -> list[tuple[str, float | None]]:
@@ -455,6 +449,8 @@ def _generated(request: Any, by: str) -> dict[str, str]:
 def _document(template: str, context: dict[str, Any]) -> str:
     # Rendered without the request: no context processor, no CSRF token, nothing of the
     # session lands in a file meant to travel.
+    context["flag_rule"] = FLAG_RULE
+    context["flag_row_points"] = FLAG_ROW_POINTS
     context["style"] = mark_safe(style())  # noqa: S308 - our own static stylesheet
     context["style_source"] = style_source()
     return render_to_string(template, context)
@@ -516,7 +512,10 @@ def cohort_report_html(
         "cohort": cohort,
         "details": details,
         "flagged": [d for d in details if d.candidate.flagged],
-        "table": [_table_line(d, cohort.reviewers) for d in details],
+        "table": [
+            {"d": d, "c": d.candidate, "cells": d.candidate.cells(cohort.reviewers)}
+            for d in details
+        ],
         "chart": dot_chart(cohort.candidates, cohort.reviewers),
         "drafts": sum(len(c.drafts) for c in cohort.candidates),
         "alpha": agreement["alpha_ordinal"],
@@ -528,25 +527,6 @@ def cohort_report_html(
         **_generated(request, generated_by),
     }
     return _document("reviewer/share/cohort.html", context)
-
-
-@dataclass(frozen=True, slots=True)
-class TableCell:
-    total: float | None
-    state: str  # "submitted", "draft" or "" (no review)
-
-
-def _table_line(d: Detail, reviewers: list[str]) -> dict[str, Any]:
-    c = d.candidate
-    cells = []
-    for name in reviewers:
-        if name in c.totals:
-            cells.append(TableCell(c.totals[name], "submitted"))
-        elif name in c.drafts:
-            cells.append(TableCell(None, "draft"))
-        else:
-            cells.append(TableCell(None, ""))
-    return {"d": d, "c": c, "cells": cells, "fails": d.fails, "errors": d.errors}
 
 
 def submission_report_html(

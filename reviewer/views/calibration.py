@@ -100,6 +100,7 @@ def calibration_figures(cohort: Cohort) -> dict[str, Any]:
             "candidate": where[unit][0],
             "row": where[unit][1].row,
             "apart": apart,
+            "flagged": apart >= agreement.FLAG_ROW_POINTS,
             "scores": sorted(where[unit][1].by_reviewer.items()),
         }
         for unit, apart in listed

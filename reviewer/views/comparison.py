@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 
 from reviewer.cache import cached_fragment
 from reviewer.chart import dot_chart
-from reviewer.cohort import STATUSES, cohort_for
+from reviewer.cohort import FLAG_RULE, STATUSES, cohort_for
 from reviewer.comparison import SORTS, Filters, comparison_csv, table_rows
 from submissions.models import Assignment
 from submissions.roles import is_hiring_lead
@@ -52,6 +52,7 @@ def comparison(request: HttpRequest, slug: str) -> HttpResponse:
             "lines": table_rows(cohort, list(page.object_list)),
             "chart": dot_chart(page.object_list, cohort.reviewers),
             "flagged": sum(c.flagged for c in cohort.candidates),
+            "flag_rule": FLAG_RULE,
             "alpha": cohort.alpha,
             "columns": 5 + len(cohort.reviewers) + len(cohort.rows),
         }
