@@ -17,6 +17,7 @@ from statistics import mean
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
 
 from reviewer import agreement
 from reviewer.agreement import FLAG_ROW_POINTS, FLAG_TOTAL_POINTS, Units
@@ -287,6 +288,14 @@ class Cohort:
         }
 
 
+def _newest_first(submissions: QuerySet[Submission]) -> QuerySet[Submission]:
+    """The rule of every cohort: a candidate's latest submission that was not refused at
+    upload counts (ordered so the first seen per assignment and candidate is that one)."""
+    return submissions.exclude(status=Submission.Status.REJECTED).order_by(
+        "assignment_id", "candidate_id", "-created"
+    )
+
+
 def cohort_for(assignment: Assignment, *, only: Submission | None = None) -> Cohort:
     """The cohort of one assignment, in seven queries whatever its size: each candidate's
     latest submission, or `only` that one submission (latest or not) as a cohort of one.
@@ -301,11 +310,9 @@ def cohort_for(assignment: Assignment, *, only: Submission | None = None) -> Coh
         scope: dict[str, Any] = {"submission": only}
     else:
         for s in (
-            Submission.objects.filter(assignment=assignment)
-            .exclude(status=Submission.Status.REJECTED)
+            _newest_first(Submission.objects.filter(assignment=assignment))
             .select_related("candidate")
             .only("pk", "status", "created", "candidate__name", "assignment_id")
-            .order_by("candidate_id", "-created")
         ):
             latest.setdefault(s.candidate_id, s)
         # Filtered by assignment rather than by a list of 1,000 ids; older submissions'
@@ -376,3 +383,31 @@ def cohort_for(assignment: Assignment, *, only: Submission | None = None) -> Coh
         )
     candidates.sort(key=lambda c: (c.name, c.submission.pk))
     return Cohort(assignment, rows, candidates)
+
+
+def units_by_assignment(assignments: list[Assignment]) -> dict[int, Units]:
+    """Each assignment's units, as `cohort_for` builds them (latest non-rejected submission
+    per candidate, submitted reviews, scored rows), in two queries for all of them."""
+    ids = [a.pk for a in assignments]
+    if not ids:
+        return {}
+    latest: dict[tuple[int, int], int] = {}  # (assignment, candidate) -> submission
+    for sid, aid, cid in _newest_first(Submission.objects.filter(assignment__in=ids)).values_list(
+        "pk", "assignment_id", "candidate_id"
+    ):
+        latest.setdefault((aid, cid), sid)
+    owner = {sid: aid for (aid, _), sid in latest.items()}
+    username = f"review__reviewer__{get_user_model().USERNAME_FIELD}"
+    out: dict[int, Units] = {aid: {} for aid in ids}
+    for sid, row_id, who, value in (
+        Score.objects.filter(
+            review__submission__assignment__in=ids,
+            review__state=Review.State.SUBMITTED,
+            value__isnull=False,
+        )
+        .order_by()
+        .values_list("review__submission_id", "row_id", username, "value")
+    ):
+        if sid in owner:  # an older submission's scores do not count
+            out[owner[sid]].setdefault((sid, row_id), {})[who] = value
+    return out

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -14,9 +13,8 @@ from django.views.decorators.http import require_GET
 
 from reviewer import agreement
 from reviewer.agreement import MIN_SHARED, Units
-from reviewer.cohort import Cohort, cohort_for
-from reviewer.models import Review, Score
-from submissions.models import Assignment, Submission
+from reviewer.cohort import Cohort, cohort_for, units_by_assignment
+from submissions.models import Assignment
 from submissions.roles import is_hiring_lead
 
 KAPPA_UNDEFINED = "not defined: both reviewers gave one and the same score on every shared unit"
@@ -128,37 +126,6 @@ def assignment_calibration(request: HttpRequest, slug: str) -> HttpResponse:
     cohort = cohort_for(assignment)
     context = {"assignment": assignment, "cohort": cohort, **calibration_figures(cohort)}
     return render(request, "reviewer/calibration.html", context)
-
-
-def units_by_assignment(assignments: list[Assignment]) -> dict[int, Units]:
-    """Each assignment's units, as `cohort_for` builds them (latest non-rejected submission
-    per candidate, submitted reviews, scored rows), in two queries for all of them."""
-    ids = [a.pk for a in assignments]
-    if not ids:
-        return {}
-    latest: dict[tuple[int, int], int] = {}  # (assignment, candidate) -> submission
-    for sid, aid, cid in (
-        Submission.objects.filter(assignment__in=ids)
-        .exclude(status=Submission.Status.REJECTED)
-        .order_by("assignment_id", "candidate_id", "-created")
-        .values_list("pk", "assignment_id", "candidate_id")
-    ):
-        latest.setdefault((aid, cid), sid)
-    owner = {sid: aid for (aid, _), sid in latest.items()}
-    username = f"review__reviewer__{get_user_model().USERNAME_FIELD}"
-    out: dict[int, Units] = {aid: {} for aid in ids}
-    for sid, row_id, who, value in (
-        Score.objects.filter(
-            review__submission__assignment__in=ids,
-            review__state=Review.State.SUBMITTED,
-            value__isnull=False,
-        )
-        .order_by()
-        .values_list("review__submission_id", "row_id", username, "value")
-    ):
-        if sid in owner:  # an older submission's scores do not count
-            out[owner[sid]].setdefault((sid, row_id), {})[who] = value
-    return out
 
 
 def _filters(request: HttpRequest, assignments: list[Assignment]) -> tuple[str, str, list[str]]:
