@@ -522,3 +522,15 @@ def test_a_secret_pasted_into_evidence_or_a_note_is_never_shown_in_full(
     assert key[:20] not in body and "used sk-p…" in body
     csv_text = client.get(url, {"format": "csv"}).content.decode()
     assert key[:20] not in csv_text
+
+
+def test_each_line_links_its_candidate_side_by_side_with_the_next_one(
+    client, lead, reviewer, assignment
+) -> None:
+    first, second = _cohort(assignment, [reviewer], 2, scores=(2,))
+    Score.objects.filter(review__submission=second).update(value=3)  # second ranks first
+    client.force_login(lead)
+    body = client.get(reverse("comparison", args=[assignment.slug])).content.decode()
+    pair = reverse("pairwise", args=[assignment.slug])
+    assert f'href="{pair}?a={second.pk}&amp;b={first.pk}"' in _block(body, "Candidate 001")
+    assert f'href="{pair}?a={first.pk}">pick…' in _block(body, "Candidate 000")  # the last
