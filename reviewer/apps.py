@@ -8,6 +8,6 @@ class ReviewerConfig(AppConfig):
     verbose_name = "Reviewing"
 
     def ready(self) -> None:
-        from reviewer import cache
+        from reviewer.cohort import table_cache
 
-        cache.connect()
+        table_cache.connect()

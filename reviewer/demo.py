@@ -103,7 +103,7 @@ def demo_reviews_seed(demo_dir: Path = DEMO_DIR) -> int:
     """Submit the earlier reviewers' reviews of `reviews.yaml` through the scoring functions
     (so their audit trail is real), each once: a review already there is left as it is.
     Returns how many were submitted now."""
-    from reviewer.scoring import review_get_or_create, review_submit, score_save
+    from reviewer.review.scoring import review_get_or_create, review_submit, score_save
     from submissions.models import Submission
 
     path = demo_dir / "reviews.yaml"

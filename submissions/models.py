@@ -51,7 +51,7 @@ class Assignment(models.Model):
     # The rubric is named by slug: rubrics live in `reviewer`, which depends on this app,
     # never the other way round.
     rubric = models.SlugField(max_length=80, blank=True)
-    # Moves on with every change the comparison table shows (see reviewer/cache.py).
+    # Moves on with every change the comparison table shows (see reviewer/cohort/table_cache.py).
     table_generation = models.PositiveBigIntegerField(default=0, editable=False)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)

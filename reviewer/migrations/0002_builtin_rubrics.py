@@ -4,7 +4,7 @@ from django.db import migrations
 
 
 def install(apps, schema_editor):
-    from reviewer.rubrics import install_builtin_rubrics
+    from reviewer.review.rubrics import install_builtin_rubrics
 
     install_builtin_rubrics(apps.get_model("reviewer", "RubricTemplate"), apps.get_model("reviewer", "RubricRow"))
 

@@ -21,7 +21,7 @@ def get_item(mapping: Any, key: Any) -> Any:
 @register.filter
 def status_label(status: str) -> str:
     """A check status as a reviewer reads it: `error` is "could not run", never a flaw."""
-    from reviewer.verdict import status_label as label
+    from reviewer.review.verdict import status_label as label
 
     return label(status)
 
@@ -29,7 +29,7 @@ def status_label(status: str) -> str:
 @register.filter
 def environment_caused(check: Any) -> bool:
     """True for an error this server's environment caused (the banner names the fix)."""
-    from reviewer.verdict import environment_caused as caused
+    from reviewer.review.verdict import environment_caused as caused
 
     return caused(check)
 

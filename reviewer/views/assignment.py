@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
-from reviewer.comparison import assignment_rows
+from reviewer.cohort.comparison import assignment_rows
 from submissions.assignments import PRESETS, AssignmentError, assignment_apply, assignment_values
 from submissions.forms import AssignmentForm, UploadForm
 from submissions.intake.upload import UploadRejected, submission_create

@@ -11,9 +11,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from reviewer import agreement
-from reviewer.agreement import MIN_SHARED, Units
-from reviewer.cohort import Cohort, cohort_for, units_by_assignment
+from reviewer.cohort import agreement
+from reviewer.cohort.agreement import MIN_SHARED, Units
+from reviewer.cohort.cohort import Cohort, cohort_for, units_by_assignment
 from submissions.models import Assignment
 from submissions.roles import is_hiring_lead
 

@@ -10,10 +10,10 @@ from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
-from reviewer.cache import cached_fragment
-from reviewer.chart import dot_chart
-from reviewer.cohort import FLAG_RULE, STATUSES, cohort_for
-from reviewer.comparison import SORTS, Filters, comparison_csv, table_rows
+from reviewer.cohort.chart import dot_chart
+from reviewer.cohort.cohort import FLAG_RULE, STATUSES, cohort_for
+from reviewer.cohort.comparison import SORTS, Filters, comparison_csv, table_rows
+from reviewer.cohort.table_cache import cached_fragment
 from submissions.models import Assignment
 from submissions.roles import is_hiring_lead
 

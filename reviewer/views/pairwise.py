@@ -16,9 +16,9 @@ from django.views.decorators.http import require_GET
 
 from cassettes_app.checks.catalog import CATALOG
 from cassettes_app.diff import Segment, turn_text, word_diff
-from reviewer.cohort import Candidate, Cohort, RowRange, RowScore, cohort_for
+from reviewer.cohort.cohort import Candidate, Cohort, RowRange, RowScore, cohort_for
 from reviewer.models import RubricRow
-from reviewer.verdict import status_label
+from reviewer.review.verdict import status_label
 from reviewer.views.diff import pair_thread, thread_index
 from submissions.models import Assignment, CheckResult, Submission
 from submissions.roles import is_hiring_lead

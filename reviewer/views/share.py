@@ -10,8 +10,12 @@ from django.shortcuts import get_object_or_404
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from reviewer.scoring import sees_others
-from reviewer.share import cohort_report_html, style_source, submission_report_html
+from reviewer.cohort.committee_report import (
+    cohort_report_html,
+    style_source,
+    submission_report_html,
+)
+from reviewer.review.scoring import sees_others
 from reviewer.views.access import get_submission_for_user
 from submissions.models import Assignment
 from submissions.roles import is_hiring_lead

@@ -17,12 +17,11 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from reviewer.forms import ScoreForm
 from reviewer.health import queue_down
 from reviewer.models import Note, RubricRow, Score
-from reviewer.pins import PinRefused, pin_note, pins_by_target, target_id, visible_pins
-from reviewer.queue import queue_for
-from reviewer.scoring import (
+from reviewer.review.forms import ScoreForm
+from reviewer.review.pins import PinRefused, pin_note, pins_by_target, target_id, visible_pins
+from reviewer.review.scoring import (
     ScoreConflict,
     ScoreRefused,
     checks_passed,
@@ -33,7 +32,8 @@ from reviewer.scoring import (
     reviews_visible_to,
     score_save,
 )
-from reviewer.verdict import Verdict, verdict_for
+from reviewer.review.verdict import Verdict, verdict_for
+from reviewer.review.worklist import queue_for
 from reviewer.views.access import get_submission_for_user
 from submissions.jobs.rerun import RERUN_KINDS, RerunRefused, submission_rerun
 from submissions.models import Job, Submission

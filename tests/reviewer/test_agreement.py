@@ -15,7 +15,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from reviewer.agreement import MIN_SHARED, alpha_ordinal, pair_kappas, reviewer_calibration
+from reviewer.cohort.agreement import MIN_SHARED, alpha_ordinal, pair_kappas, reviewer_calibration
 from reviewer.models import Review, RubricTemplate, Score
 from submissions.intake.upload import submission_create
 from submissions.jobs import queue

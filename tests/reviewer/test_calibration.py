@@ -24,14 +24,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
-from reviewer.agreement import (
+from reviewer.cohort.agreement import (
     alpha_reading,
     alpha_reason,
     most_disagreement,
     offset_reading,
     row_spreads,
 )
-from reviewer.cohort import cohort_for
+from reviewer.cohort.cohort import cohort_for
 from reviewer.models import Review, RubricTemplate, Score
 from submissions.intake.upload import submission_create
 from submissions.jobs import queue

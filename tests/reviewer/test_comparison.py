@@ -90,7 +90,7 @@ def test_the_mean_never_hides_a_split(client, lead, reviewer, reviewer2, assignm
     for score in Score.objects.filter(review__submission=split, review__reviewer=reviewer2):
         score.value = 1 if score.row.order % 2 else 0
         score.save()
-    from reviewer.cohort import cohort_for
+    from reviewer.cohort.cohort import cohort_for
 
     data = {c["candidate"]: c for c in cohort_for(assignment).as_json()["candidates"]}
     low, high = data["Candidate 000"]["min"], data["Candidate 000"]["max"]
@@ -186,7 +186,7 @@ def test_the_page_shows_the_numbers_of_the_cohort_json(
 ) -> None:
     from django.contrib.auth.models import User
 
-    from reviewer.cohort import cohort_for
+    from reviewer.cohort.cohort import cohort_for
 
     third = User.objects.create_user("dana")
     subs = _cohort(assignment, [reviewer, reviewer2, third], 6, scores=(3, 2, 1))
@@ -212,7 +212,7 @@ def test_the_page_shows_the_numbers_of_the_cohort_json(
 def test_the_dot_chart_puts_each_reviewers_total_on_a_0_to_100_axis(
     client, lead, reviewer, reviewer2, assignment
 ) -> None:
-    from reviewer.chart import AXIS_WIDTH, LABEL_WIDTH
+    from reviewer.cohort.chart import AXIS_WIDTH, LABEL_WIDTH
 
     _cohort(assignment, [reviewer, reviewer2], 1, scores=(3, 1))
     _cohort(assignment, [], 1, prefix="Unscored")
@@ -371,9 +371,9 @@ def test_comparison_template_pages_when_given_a_page(rf, lead, reviewer, assignm
     from django.core.paginator import Paginator
     from django.template.loader import render_to_string
 
-    from reviewer.chart import dot_chart
-    from reviewer.cohort import cohort_for
-    from reviewer.comparison import Filters, table_rows
+    from reviewer.cohort.chart import dot_chart
+    from reviewer.cohort.cohort import cohort_for
+    from reviewer.cohort.comparison import Filters, table_rows
 
     _cohort(assignment, [reviewer], 5, scores=(2,))
     cohort = cohort_for(assignment)

@@ -50,7 +50,7 @@ def test_the_demo_has_earlier_reviews_for_the_lead_and_nothing_scored_for_its_lo
     from django.contrib.auth.models import User
     from django.urls import reverse
 
-    from reviewer.cohort import cohort_for
+    from reviewer.cohort.cohort import cohort_for
     from reviewer.models import Review, ScoreEvent
 
     with mock.patch.object(queue, "job_enqueue", return_value=True):

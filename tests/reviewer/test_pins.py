@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from reviewer.models import Note, Review
-from reviewer.scoring import rubric_for
+from reviewer.review.scoring import rubric_for
 from submissions.intake.upload import submission_create
 from submissions.jobs import queue
 from submissions.models import CheckResult, Turn

@@ -6,7 +6,7 @@ import pytest
 
 from cassettes_app.checks.rules import SHAPES, shape_rules
 from reviewer.models import RubricTemplate
-from reviewer.rubrics import BUILTIN
+from reviewer.review.rubrics import BUILTIN
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from reviewer.models import Review, Score
-from reviewer.scoring import review_get_or_create
+from reviewer.review.scoring import review_get_or_create
 from submissions.intake.upload import submission_create
 from submissions.jobs import queue
 from submissions.models import CheckResult

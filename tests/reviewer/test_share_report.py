@@ -18,11 +18,11 @@ from django.core.management import CommandError, call_command
 from django.template.defaultfilters import floatformat
 from django.urls import reverse
 
-from reviewer.cohort import cohort_for
+from reviewer.cohort.cohort import cohort_for
+from reviewer.cohort.committee_report import cohort_report_html, submission_report_html
 from reviewer.models import Note, Review, RubricTemplate, Score, ScoreEvent
-from reviewer.pins import pin_note
-from reviewer.scoring import review_get_or_create, review_submit, score_save
-from reviewer.share import cohort_report_html, submission_report_html
+from reviewer.review.pins import pin_note
+from reviewer.review.scoring import review_get_or_create, review_submit, score_save
 from submissions.intake.upload import submission_create
 from submissions.jobs import queue
 from submissions.models import Candidate, CheckResult, Submission

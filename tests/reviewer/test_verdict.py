@@ -9,7 +9,7 @@ from unittest import mock
 
 import pytest
 
-from reviewer.verdict import verdict_for
+from reviewer.review.verdict import verdict_for
 from submissions.intake.upload import submission_create
 from submissions.jobs import queue
 from submissions.models import CheckResult
@@ -106,7 +106,7 @@ def test_the_queue_puts_unscored_first_and_says_how_many_are_left(
     client, reviewer, assignment
 ) -> None:
     from reviewer.models import Review
-    from reviewer.scoring import rubric_for
+    from reviewer.review.scoring import rubric_for
     from submissions.models import Candidate
 
     subs = []

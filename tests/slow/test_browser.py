@@ -308,9 +308,9 @@ def test_hiring_lead_journey(browser, live_server, tmp_path) -> None:
     import io
     from unittest import mock
 
-    from reviewer.cohort import cohort_for
+    from reviewer.cohort.cohort import cohort_for
     from reviewer.models import Note, Review, RubricRow, RubricTemplate, Score
-    from reviewer.rubrics import install_builtin_rubrics
+    from reviewer.review.rubrics import install_builtin_rubrics
     from submissions.intake.upload import submission_create
     from submissions.jobs import queue
     from submissions.models import Candidate, CheckResult, Recording, Turn

@@ -6,7 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from reviewer.cohort import cohort_for
+from reviewer.cohort.cohort import cohort_for
 from submissions.models import Assignment
 
 

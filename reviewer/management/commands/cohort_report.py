@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from reviewer.share import cohort_report_html, submission_report_html
+from reviewer.cohort.committee_report import cohort_report_html, submission_report_html
 from submissions.models import Assignment, Submission
 
 

@@ -35,22 +35,22 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from cassettes_app.checks.catalog import CATALOG
-from reviewer.agreement import FLAG_ROW_POINTS
-from reviewer.chart import dot_chart
-from reviewer.cohort import (
+from reviewer.cohort.agreement import FLAG_ROW_POINTS
+from reviewer.cohort.chart import dot_chart
+from reviewer.cohort.cohort import (
     FLAG_RULE,
     STATUSES,
     Candidate,
     RowRange,
     cohort_for,
 )
+from reviewer.cohort.safe_text import SafeText
 from reviewer.models import Note, Review, RubricRow, ScoreEvent
-from reviewer.safe_text import SafeText
-from reviewer.verdict import status_label, verdict_for
+from reviewer.review.verdict import status_label, verdict_for
 from submissions.models import Assignment, CheckResult, Submission
 
 CSS_PATH = (
-    Path(__file__).resolve().parent.parent / "templates" / "reviewer" / "share" / "report.css"
+    Path(__file__).resolve().parents[2] / "templates" / "reviewer" / "share" / "report.css"
 )
 
 # Caps that keep a 1,000-candidate file a few megabytes: the per-submission report is the

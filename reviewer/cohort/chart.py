@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reviewer.cohort import Candidate
+    from reviewer.cohort.cohort import Candidate
 
 LABEL_WIDTH = 190
 AXIS_WIDTH = 420

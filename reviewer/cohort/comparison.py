@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from statistics import mean
 
-from reviewer.cohort import STATUSES, Candidate, Cohort
+from reviewer.cohort.cohort import STATUSES, Candidate, Cohort
 from reviewer.models import RubricTemplate, Score
-from reviewer.report import weighted_total
+from reviewer.submission_report import weighted_total
 from submissions.models import Assignment, CheckResult, Submission
 
 CHECK_GROUPS = ("env", "replay", "cassettes", "trace", "service", "ledger", "docs")

@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from reviewer.models import Note, Review, RubricRow, RubricTemplate, Score, ScoreEvent
-from reviewer.report import weighted_total
+from reviewer.submission_report import weighted_total
 from submissions.models import CheckResult, Submission
 from submissions.roles import is_hiring_lead
 
@@ -231,7 +231,7 @@ def reviews_visible_to(user: Any, submission: Submission) -> list[ReviewView]:
     )
     own = next((r for r in reviews if r.reviewer_id == getattr(user, "pk", None)), None)
     see_all = is_hiring_lead(user) or (own is not None and own.state == Review.State.SUBMITTED)
-    from reviewer.markdown import render_markdown
+    from reviewer.review.markdown import render_markdown
 
     notes: dict[tuple[int, int], str] = {
         (n.author_id, n.row_id): render_markdown(n.body)

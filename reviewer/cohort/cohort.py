@@ -19,11 +19,11 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
-from reviewer import agreement
-from reviewer.agreement import FLAG_ROW_POINTS, FLAG_TOTAL_POINTS, Units
+from reviewer.cohort import agreement
+from reviewer.cohort.agreement import FLAG_ROW_POINTS, FLAG_TOTAL_POINTS, Units
+from reviewer.cohort.safe_text import SafeText
 from reviewer.models import Note, Review, RubricRow, RubricTemplate, Score
-from reviewer.report import weighted_total
-from reviewer.safe_text import SafeText
+from reviewer.submission_report import weighted_total
 from submissions.models import Assignment, CheckResult, Submission
 
 # When a candidate is flagged, in the words every page and the report use.

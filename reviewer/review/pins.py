@@ -13,9 +13,9 @@ from typing import Any
 
 from django.db import transaction
 
-from reviewer.markdown import render_markdown
 from reviewer.models import Note, ScoreEvent
-from reviewer.scoring import sees_others
+from reviewer.review.markdown import render_markdown
+from reviewer.review.scoring import sees_others
 from submissions.models import Submission
 
 MAX_BODY = 5000
