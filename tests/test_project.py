@@ -266,3 +266,27 @@ def test_the_worker_says_at_start_which_sandbox_layer_is_missing(monkeypatch, ca
         worker._reconcile_at_start()
     assert seen["probe"] is True  # a real sandbox is started, not only files looked at
     assert "sandbox unavailable: bwrap cannot start as uid 64000" in caplog.text
+
+
+def test_lead_only_pages_have_one_door() -> None:
+    """Every lead-only view goes through `reviewer/views/access.py`: a sixth copy of the
+    check would be one more place to forget it."""
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "reviewer" / "views").glob("*.py")
+        if path.name != "access.py" and "is_hiring_lead(" in path.read_text()
+    ]
+    assert offenders == []
+
+
+def test_views_import_no_other_view() -> None:
+    """A view module imports its doors (`access`) and the domain, never another screen."""
+    graph = import_graph()
+    offenders = [
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        if name.startswith("reviewer.views.")
+        for target in targets
+        if target.startswith("reviewer.views.") and target != "reviewer.views.access"
+    ]
+    assert offenders == []

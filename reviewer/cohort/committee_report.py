@@ -49,9 +49,7 @@ from reviewer.models import Note, Review, RubricRow, ScoreEvent
 from reviewer.review.verdict import status_label, verdict_for
 from submissions.models import Assignment, CheckResult, Submission
 
-CSS_PATH = (
-    Path(__file__).resolve().parents[2] / "templates" / "reviewer" / "share" / "report.css"
-)
+CSS_PATH = Path(__file__).resolve().parents[2] / "templates" / "reviewer" / "share" / "report.css"
 
 # Caps that keep a 1,000-candidate file a few megabytes: the per-submission report is the
 # place for a candidate's whole story, the cohort report shows each one in brief.

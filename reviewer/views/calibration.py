@@ -1,128 +1,24 @@
 """Calibration and agreement for hiring leads: one assignment, and each reviewer across
-assignments. Units are (submission, rubric row) pairs scored 0–3 in submitted reviews."""
+assignments. The figures come from `reviewer.cohort.calibration`."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Any
-
-from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from reviewer.cohort import agreement
-from reviewer.cohort.agreement import MIN_SHARED, Units
-from reviewer.cohort.cohort import Cohort, cohort_for, units_by_assignment
+from reviewer.cohort.calibration import calibration_figures, reviewers_across
+from reviewer.cohort.cohort import cohort_for
+from reviewer.views.access import get_assignment_for_lead, lead_required
 from submissions.models import Assignment
-from submissions.roles import is_hiring_lead
-
-KAPPA_UNDEFINED = "not defined: both reviewers gave one and the same score on every shared unit"
 
 
-def _level(alpha: float | None) -> str:
-    """A class name for the reading (the words carry the meaning; colour only repeats it)."""
-    if alpha is None:
-        return "undefined"
-    if alpha >= agreement.ALPHA_RELIABLE:
-        return "reliable"
-    return "tentative" if alpha >= agreement.ALPHA_TENTATIVE else "unreliable"
-
-
-def _alpha_figure(value: float | None, units: Units) -> dict[str, Any]:
-    """An alpha with its units, its reading and, when undefined, why."""
-    return {
-        "alpha": value,
-        "reading": agreement.alpha_reading(value),
-        "level": _level(value),
-        "reason": (agreement.alpha_reason(units) or "the data cannot define it")
-        if value is None
-        else "",
-        "units": len(units),
-        "paired": agreement.paired_count(units),
-    }
-
-
-def _pairs(pairs: list[dict[str, Any]], units: Units) -> dict[str, Any]:
-    """The pair table, and the pairs too thinly shared for a kappa."""
-    return {
-        "pairs": [
-            {**p, "reason": KAPPA_UNDEFINED if p["weighted_kappa"] is None else ""} for p in pairs
-        ],
-        "thin_pairs": [p for p in agreement.shared_counts(units) if p["n"] < MIN_SHARED],
-        "min_shared": MIN_SHARED,
-    }
-
-
-def _reviewers(calibration: list[dict[str, Any]], units: Units) -> list[dict[str, Any]]:
-    threes = agreement.threes(units)
-    return [
-        {
-            **r,
-            "threes": threes.get(r["reviewer"], 0),
-            "reading": agreement.offset_reading(r["mean_offset"]),
-        }
-        for r in calibration
-    ]
-
-
-def calibration_figures(cohort: Cohort) -> dict[str, Any]:
-    """Everything the assignment page shows, from the cohort's own figures."""
-    units = cohort.units
-    figures = cohort.agreement
-    spreads = agreement.row_spreads(units)
-    rows = []
-    for row in cohort.rows:
-        row_units = {u: s for u, s in units.items() if u[1] == row.pk}
-        spread = spreads.get(row.pk, {})
-        rows.append(
-            {
-                "row": row,
-                **_alpha_figure(figures["rows"].get(row.title), row_units),
-                "mean_spread": spread.get("mean_spread"),
-                "apart": spread.get("apart", 0),
-                "flagged": spread.get("flagged", 0),
-            }
-        )
-    top = max((r["mean_spread"] or 0 for r in rows), default=0)
-    widest = [r for r in rows if top and r["mean_spread"] == top]  # every row tied first
-
-    where = {(c.submission.pk, r.row.pk): (c, r) for c in cohort.candidates for r in c.ranges}
-    rank = {row.pk: i for i, row in enumerate(cohort.rows)}
-    listed = agreement.most_disagreement(
-        {u: s for u, s in units.items() if u in where},
-        tiebreak=lambda u: (where[u][0].name, u[0], rank[u[1]]),
-    )
-    disagreements = [
-        {
-            "candidate": where[unit][0],
-            "row": where[unit][1].row,
-            "apart": apart,
-            "flagged": apart >= agreement.FLAG_ROW_POINTS,
-            "scores": sorted(where[unit][1].by_reviewer.items()),
-        }
-        for unit, apart in listed
-    ]
-    return {
-        "overall": _alpha_figure(figures["alpha_ordinal"], units),
-        "rows": rows,
-        "widest": widest,
-        **_pairs(figures["pairs"], units),
-        "reviewers": _reviewers(cohort.calibration, units),
-        "disagreements": disagreements,
-        "disagreement_limit": agreement.MOST_DISAGREEMENT,
-        "drafts": sum(len(c.drafts) for c in cohort.candidates),
-    }
-
-
-@login_required
+@lead_required
 @require_GET
 def assignment_calibration(request: HttpRequest, slug: str) -> HttpResponse:
     """Hiring leads: one assignment's agreement (alpha overall and per row, kappa per pair),
     each reviewer's offset and share of 3s, and the units to discuss at calibration."""
-    if not is_hiring_lead(request.user):
-        raise Http404("only hiring leads see calibration")
-    assignment = get_object_or_404(Assignment, slug=slug)
+    assignment = get_assignment_for_lead(request, slug)
     cohort = cohort_for(assignment)
     context = {"assignment": assignment, "cohort": cohort, **calibration_figures(cohort)}
     return render(request, "reviewer/calibration.html", context)
@@ -142,29 +38,15 @@ def _filters(request: HttpRequest, assignments: list[Assignment]) -> tuple[str, 
     return shape, slug, problems
 
 
-@login_required
+@lead_required
 @require_GET
 def reviewers_calibration(request: HttpRequest) -> HttpResponse:
     """Hiring leads: each reviewer across assignments (offset per assignment and pooled,
     share of 3s, pooled pairwise kappa), in a fixed number of queries."""
-    if not is_hiring_lead(request.user):
-        raise Http404("only hiring leads see calibration")
     assignments = list(Assignment.objects.order_by("title", "slug").only("slug", "title", "shape"))
     shape, slug, problems = _filters(request, assignments)
     selected = [
         a for a in assignments if (not shape or a.shape == shape) and (not slug or a.slug == slug)
-    ]
-    per_assignment = units_by_assignment(selected)
-    # (submission, row) is unique across assignments, so pooling is a plain union.
-    pooled: Units = {u: s for units in per_assignment.values() for u, s in units.items()}
-    breakdown: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for a in selected:
-        units = per_assignment[a.pk]
-        for entry in _reviewers(agreement.reviewer_calibration(units), units):
-            breakdown[entry["reviewer"]].append({"assignment": a, **entry})
-    reviewers = [
-        {**r, "assignments": breakdown[r["reviewer"]]}
-        for r in _reviewers(agreement.reviewer_calibration(pooled), pooled)
     ]
     context = {
         "assignments": assignments,
@@ -173,9 +55,6 @@ def reviewers_calibration(request: HttpRequest) -> HttpResponse:
         "shape": shape,
         "slug": slug,
         "problems": problems,
-        "units": len(pooled),
-        "paired": agreement.paired_count(pooled),
-        "reviewers": reviewers,
-        **_pairs(agreement.pair_kappas(pooled), pooled),
+        **reviewers_across(selected),
     }
     return render(request, "reviewer/reviewers_calibration.html", context)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
@@ -14,20 +13,17 @@ from reviewer.cohort.chart import dot_chart
 from reviewer.cohort.cohort import FLAG_RULE, STATUSES, cohort_for
 from reviewer.cohort.comparison import SORTS, Filters, comparison_csv, table_rows
 from reviewer.cohort.table_cache import cached_fragment
-from submissions.models import Assignment
-from submissions.roles import is_hiring_lead
+from reviewer.views.access import get_assignment_for_lead, lead_required
 
 COMPARISON_PAGE_SIZE = 50
 
 
-@login_required
+@lead_required
 @require_GET
 def comparison(request: HttpRequest, slug: str) -> HttpResponse:
     """Hiring leads: every reviewer's total per candidate, the range and the disagreement
     flag, each rubric row's range with the evidence behind it, filters, CSV and a chart."""
-    if not is_hiring_lead(request.user):
-        raise Http404("only hiring leads compare candidates")
-    assignment = get_object_or_404(Assignment, slug=slug)
+    assignment = get_assignment_for_lead(request, slug)
     if request.GET.get("format") == "csv":
         cohort = cohort_for(assignment)
         candidates = Filters.from_query(request.GET, cohort).apply(cohort)

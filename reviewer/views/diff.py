@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -15,76 +13,11 @@ from django.views.decorators.http import require_GET, require_POST
 from cassettes_app.checks.catalog import BYTE_IDENTICAL
 from cassettes_app.diff import FOLD_AT, diff_turns, render_segments
 from reviewer.views.access import get_submission_for_user
+from submissions.conversations import pair_thread, thread_index
 from submissions.forms import RerecordForm
 from submissions.intake.rerecord import rerecord_create
 from submissions.intake.upload import UploadRejected
-from submissions.models import Submission, Turn
-
-
-def _identity_of(turn: Turn) -> tuple[str, str]:
-    """(how, identity) of a conversation from its first turn: its first user message
-    (whitespace folded: two candidates' agents on the same ticket send the same one, while
-    their recording keys differ with every setting), else the recording's key, else none."""
-    for message in turn.new_messages or []:
-        if isinstance(message, dict) and message.get("role") == "user":
-            text = " ".join(str(message.get("text") or "").split())
-            if text:
-                return "first user message", text[:2000]
-    if turn.recording_id and turn.recording and turn.recording.key:
-        return "recording key", turn.recording.key
-    return "", ""
-
-
-def thread_index(submission: Submission) -> list[dict]:
-    """Each conversation's thread number, identity and a label (its first user message)."""
-    firsts = submission.turns.filter(index=0).select_related("recording").order_by("thread")
-    out = []
-    for turn in firsts[:2000]:
-        how, identity = _identity_of(turn)
-        label = identity if how == "first user message" else (turn.recording.path if how else "")
-        out.append({"thread": turn.thread, "how": how, "identity": identity, "label": label[:80]})
-    return out
-
-
-_WORDS = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
-
-# Two first messages this alike (shared words over all words) are the same request worded
-# by two candidates' prompts: "Ticket T-1001 (customer C-118): Checkout…" and
-# "Ticket T-1001 from customer C-118 Subject: Checkout…".
-SAME_REQUEST = 0.5
-
-
-def _words(text: str) -> set[str]:
-    return set(_WORDS.findall(text.lower()[:2000]))
-
-
-def pair_thread(ours: list[dict], theirs: list[dict], thread: int) -> tuple[int | None, str]:
-    """Their conversation on the same request as our `thread`: the same identity, else the
-    clearly closest first user message; never the same number by default."""
-    mine = next((t for t in ours if t["thread"] == thread), None)
-    if mine is None or not mine["identity"]:
-        return None, ""
-    for other in theirs:
-        if (other["how"], other["identity"]) == (mine["how"], mine["identity"]):
-            return other["thread"], mine["how"]
-    if mine["how"] != "first user message":
-        return None, mine["how"]
-    words = _words(mine["identity"])
-    scored = []
-    for other in theirs:
-        if other["how"] == "first user message":
-            theirs_words = _words(other["identity"])
-            union = words | theirs_words
-            scored.append((len(words & theirs_words) / len(union) if union else 0.0, other))
-    scored.sort(key=lambda pair: -pair[0])
-    if (
-        scored
-        and scored[0][0] >= SAME_REQUEST
-        and (len(scored) == 1 or scored[1][0] < scored[0][0])
-    ):
-        share = round(scored[0][0] * 100)
-        return scored[0][1]["thread"], f"closest first user message ({share}% of its words)"
-    return None, mine["how"]
+from submissions.models import Submission
 
 
 def _thread_turns(submission: Submission, thread: int) -> list[dict]:

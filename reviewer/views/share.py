@@ -6,7 +6,6 @@ from csp.constants import NONE
 from csp.decorators import csp
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
@@ -16,9 +15,7 @@ from reviewer.cohort.committee_report import (
     submission_report_html,
 )
 from reviewer.review.scoring import sees_others
-from reviewer.views.access import get_submission_for_user
-from submissions.models import Assignment
-from submissions.roles import is_hiring_lead
+from reviewer.views.access import get_assignment_for_lead, get_submission_for_user, lead_required
 
 # Nothing may load, not even from this site; the one inline stylesheet is allowed by its
 # hash, so a style injected into the file (were escaping ever to fail) would not apply.
@@ -39,15 +36,13 @@ def _attachment(html: str, filename: str) -> HttpResponse:
     return response
 
 
-@login_required
+@lead_required
 @require_GET
 @never_cache
 @csp(REPORT_CSP)
 def cohort_report(request: HttpRequest, slug: str) -> HttpResponse:
     """Hiring leads: the committee's report of one assignment's cohort (others get 404)."""
-    if not is_hiring_lead(request.user):
-        raise Http404("only hiring leads download the committee report")
-    assignment = get_object_or_404(Assignment, slug=slug)
+    assignment = get_assignment_for_lead(request, slug)
     html = cohort_report_html(assignment, request=request)
     return _attachment(html, f"{assignment.slug}-report.html")
 

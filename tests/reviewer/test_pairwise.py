@@ -11,8 +11,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from reviewer.cohort.pairwise import MAX_THREADS, MAX_TURNS
 from reviewer.models import Review, RubricTemplate, Score
-from reviewer.views.pairwise import MAX_THREADS, MAX_TURNS, pair_conversations
+from submissions.conversations import pair_conversations
 from submissions.intake.upload import submission_create
 from submissions.jobs import queue
 from submissions.models import Assignment, Candidate, CheckResult, Recording, Submission, Turn
