@@ -4,17 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from reviewer.models import Review, RubricTemplate, ScoreEvent
+from reviewer.models import Review, ScoreEvent
+from reviewer.review.rubrics import review_total, rubric_for
 from submissions.models import Submission
-
-
-def weighted_total(rows: list[tuple[int, int | None]]) -> float | None:
-    """Weighted total out of 100 from (weight, value 0–3) pairs; None until a row is scored."""
-    scored = [(w, v) for w, v in rows if v is not None]
-    if not scored:
-        return None
-    weight_sum = sum(w for w, _ in rows) or 1
-    return round(sum(w * v / 3 for w, v in scored) * 100 / weight_sum, 1)
 
 
 def report_build(submission: Submission) -> dict[str, Any]:
@@ -71,11 +63,11 @@ def _recordings(submission: Submission) -> list[dict[str, Any]]:
 
 def _scores(submission: Submission) -> dict[str, Any]:
     """Each review's row values and weighted total, in a stable order."""
-    rubric = RubricTemplate.objects.filter(slug=submission.assignment.rubric).first()
+    rubric = rubric_for(submission.assignment)
     reviews = (
         Review.objects.filter(submission=submission)
         .select_related("reviewer")
-        .prefetch_related("scores__row")
+        .prefetch_related("scores__row", "rubric__rows")
         .order_by("reviewer__username")
     )
     out: dict[str, Any] = {"rubric": rubric.slug if rubric else None, "reviews": []}
@@ -86,7 +78,9 @@ def _scores(submission: Submission) -> dict[str, Any]:
                 "reviewer": review.reviewer.get_username(),
                 "state": review.state,
                 "rows": {s.row.title: s.value for s in rows},
-                "total": weighted_total([(s.row.weight, s.value) for s in rows]),
+                # Over every row of the rubric, as the desk and the cohort count it: an
+                # unscored row weighs in as not yet scored, not as absent.
+                "total": review_total(review.rubric.rows.all(), rows),
             }
         )
     # Every change of every review, oldest first: nothing changed without a trace.

@@ -22,8 +22,8 @@ from django.db.models import QuerySet
 from reviewer.cohort import agreement
 from reviewer.cohort.agreement import FLAG_ROW_POINTS, FLAG_TOTAL_POINTS, Units
 from reviewer.cohort.safe_text import SafeText
-from reviewer.models import Note, Review, RubricRow, RubricTemplate, Score
-from reviewer.submission_report import weighted_total
+from reviewer.models import Note, Review, RubricRow, Score
+from reviewer.review.rubrics import rubric_for, weighted_total
 from submissions.models import Assignment, CheckResult, Submission
 
 # When a candidate is flagged, in the words every page and the report use.
@@ -302,7 +302,7 @@ def cohort_for(assignment: Assignment, *, only: Submission | None = None) -> Coh
 
     Evidence lines and notes are redacted here, whole, so a secret a reviewer pasted is
     never shown in full on any page or report built from this; whoever shows them cuts."""
-    template = RubricTemplate.objects.filter(slug=assignment.rubric).first()
+    template = rubric_for(assignment)
     rows = list(template.rows.all()) if template else []
     latest: dict[int, Submission] = {}
     if only is not None:

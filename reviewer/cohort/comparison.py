@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from statistics import mean
 
 from reviewer.cohort.cohort import STATUSES, Candidate, Cohort
-from reviewer.models import RubricTemplate, Score
-from reviewer.submission_report import weighted_total
+from reviewer.models import Review, Score
+from reviewer.review.rubrics import rubric_for, weighted_total
+from reviewer.review.scoring import blind_lifted
 from submissions.models import Assignment, CheckResult, Submission
 
 CHECK_GROUPS = ("env", "replay", "cassettes", "trace", "service", "ledger", "docs")
@@ -132,10 +133,8 @@ def assignment_rows(
     Blind scoring holds here too: a reviewer sees only their own total until they submit;
     hiring leads see the mean of all reviews. Three queries whatever the page size.
     """
-    from submissions.roles import is_hiring_lead
-
     ids = [s.pk for s in submissions]
-    template = RubricTemplate.objects.filter(slug=assignment.rubric).first()
+    template = rubric_for(assignment)
     rubric_rows = list(template.rows.all()) if template else []
     badges: dict[int, dict[str, dict[str, int]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(int))
@@ -151,13 +150,12 @@ def assignment_rows(
         entry = (score.review_id, score.review.reviewer_id, score.review.state)
         if entry not in reviews[score.review.submission_id]:
             reviews[score.review.submission_id].append(entry)
-    lead = is_hiring_lead(user)
     me = getattr(user, "pk", None)
     out = []
     for s in submissions:
         mine = [r for r in reviews[s.pk] if r[1] == me]
-        submitted = any(state == "submitted" for _, _, state in mine)
-        visible = reviews[s.pk] if (lead or submitted) else mine
+        submitted = any(state == Review.State.SUBMITTED for _, _, state in mine)
+        visible = reviews[s.pk] if blind_lifted(user, own_submitted=submitted) else mine
         totals = [
             t
             for rid, _, _ in visible

@@ -14,6 +14,7 @@ from typing import Any
 from django.db import transaction
 
 from reviewer.models import Note, ScoreEvent
+from reviewer.review.audit import audit_record
 from reviewer.review.markdown import render_markdown
 from reviewer.review.scoring import sees_others
 from submissions.models import Submission
@@ -73,9 +74,9 @@ def pin_note(*, submission: Submission, author: Any, anchor: str, body: str) -> 
         raise PinRefused("that check, turn or hop is not in this submission")
     with transaction.atomic():
         note = Note.objects.create(submission=submission, author=author, anchor=anchor, body=body)
-        ScoreEvent.objects.create(
-            submission=submission,
-            actor=author,
+        audit_record(
+            submission_id=submission.pk,
+            actor_id=author.pk,
             kind=ScoreEvent.Kind.PIN,
             old=None,
             new={"anchor": anchor, "note": body},

@@ -7,6 +7,7 @@ task's rules; tests/reviewer/test_rubrics.py holds both to each other.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from cassettes_app.checks.catalog import (
@@ -34,6 +35,8 @@ from cassettes_app.checks.catalog import (
     STUB_HOPS_PRESENT,
     TOOL_CALLS_REACH_STUB,
 )
+from reviewer.models import RubricRow, RubricTemplate, Score
+from submissions.models import Assignment
 
 # (title, weight, how to check, check ids that feed it evidence)
 BUILTIN: dict[str, dict[str, Any]] = {
@@ -195,3 +198,23 @@ def install_builtin_rubrics(template_model: Any, row_model: Any) -> None:
                     "check_ids": check_ids,
                 },
             )
+
+
+def rubric_for(assignment: Assignment) -> RubricTemplate | None:
+    """The assignment's rubric template, if it names one that exists."""
+    return RubricTemplate.objects.filter(slug=assignment.rubric).first()
+
+
+def weighted_total(rows: list[tuple[int, int | None]]) -> float | None:
+    """Weighted total out of 100 from (weight, value 0–3) pairs; None until a row is scored."""
+    scored = [(w, v) for w, v in rows if v is not None]
+    if not scored:
+        return None
+    weight_sum = sum(w for w, _ in rows) or 1
+    return round(sum(w * v / 3 for w, v in scored) * 100 / weight_sum, 1)
+
+
+def review_total(rows: Iterable[RubricRow], scores: Iterable[Score]) -> float | None:
+    """One review's weighted total over every row of its rubric."""
+    values = {s.row_id: s.value for s in scores}
+    return weighted_total([(row.weight, values.get(row.pk)) for row in rows])

@@ -8,8 +8,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from reviewer.models import Note, Review, RubricRow, RubricTemplate, Score, ScoreEvent
-from reviewer.submission_report import weighted_total
+from reviewer.models import Note, Review, RubricRow, Score, ScoreEvent
+from reviewer.review.audit import audit_record
+from reviewer.review.rubrics import rubric_for, weighted_total
 from submissions.models import CheckResult, Submission
 from submissions.roles import is_hiring_lead
 
@@ -27,16 +28,11 @@ class ScoreRefused(ValueError):
     """A score the rules do not allow (e.g. a 3 without passing checks or a reason)."""
 
 
-def rubric_for(submission: Submission) -> RubricTemplate | None:
-    """The assignment's rubric template, if it names one that exists."""
-    return RubricTemplate.objects.filter(slug=submission.assignment.rubric).first()
-
-
 def review_for(*, submission: Submission, reviewer: Any) -> Review | None:
     """The reviewer's review as stored, or an unsaved draft to show: a GET never writes,
     so looking at a submission (a hiring lead, the demo's visitor) starts no review. None
     when the assignment has no rubric."""
-    rubric = rubric_for(submission)
+    rubric = rubric_for(submission.assignment)
     if rubric is None:
         return None
     if getattr(reviewer, "is_authenticated", False):
@@ -48,7 +44,7 @@ def review_for(*, submission: Submission, reviewer: Any) -> Review | None:
 
 def review_get_or_create(*, submission: Submission, reviewer: Any) -> Review | None:
     """The reviewer's own review of a submission (None when the assignment has no rubric)."""
-    rubric = rubric_for(submission)
+    rubric = rubric_for(submission.assignment)
     if rubric is None:
         return None
     review, _ = Review.objects.get_or_create(
@@ -117,7 +113,7 @@ def score_save(
         score.save()
         new = _score_state(score)
         if new != old:
-            ScoreEvent.objects.create(
+            audit_record(
                 submission_id=review.submission_id,
                 review=review,
                 row=row,
@@ -148,7 +144,7 @@ def note_save(*, review: Review, row: RubricRow, body: str) -> None:
     note = notes.first()
     before = note.body if note is not None else ""
     if before != body:
-        ScoreEvent.objects.create(
+        audit_record(
             submission_id=review.submission_id,
             review=review,
             row=row,
@@ -180,7 +176,7 @@ def review_submit(*, review: Review) -> Review:
         review.state = Review.State.SUBMITTED
         review.submitted_at = timezone.now()
         review.save(update_fields=["state", "submitted_at", "updated"])
-        ScoreEvent.objects.create(
+        audit_record(
             submission_id=review.submission_id,
             review=review,
             actor_id=review.reviewer_id,
@@ -191,16 +187,21 @@ def review_submit(*, review: Review) -> Review:
     return review
 
 
-def sees_others(user: Any, submission: Submission) -> bool:
+def blind_lifted(user: Any, *, own_submitted: bool) -> bool:
     """The blind rule: others' scores, notes and history show to a hiring lead, or to a
     reviewer once their own review of this submission is submitted."""
-    return (
-        is_hiring_lead(user)
-        or Review.objects.filter(
+    return own_submitted or is_hiring_lead(user)
+
+
+def sees_others(user: Any, submission: Submission) -> bool:
+    """`blind_lifted` for this user and submission (one query at most)."""
+    return is_hiring_lead(user) or blind_lifted(
+        user,
+        own_submitted=Review.objects.filter(
             submission=submission,
             reviewer_id=getattr(user, "pk", None),
             state=Review.State.SUBMITTED,
-        ).exists()
+        ).exists(),
     )
 
 
@@ -230,7 +231,9 @@ def reviews_visible_to(user: Any, submission: Submission) -> list[ReviewView]:
         .prefetch_related("scores__row", "rubric__rows")
     )
     own = next((r for r in reviews if r.reviewer_id == getattr(user, "pk", None)), None)
-    see_all = is_hiring_lead(user) or (own is not None and own.state == Review.State.SUBMITTED)
+    see_all = blind_lifted(
+        user, own_submitted=own is not None and own.state == Review.State.SUBMITTED
+    )
     from reviewer.review.markdown import render_markdown
 
     notes: dict[tuple[int, int], str] = {

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from reviewer.models import Note, Review
-from reviewer.review.scoring import rubric_for
+from reviewer.review.rubrics import rubric_for
 from submissions.intake.upload import submission_create
 from submissions.jobs import queue
 from submissions.models import CheckResult, Turn
@@ -97,7 +97,7 @@ def test_pins_are_blind_until_the_other_reviewer_submits(
     client.force_login(lead)
     assert "alice thinks" in client.get(submission.get_absolute_url()).content.decode()
     Review.objects.create(
-        submission=submission, reviewer=reviewer2, rubric=rubric_for(submission),
+        submission=submission, reviewer=reviewer2, rubric=rubric_for(submission.assignment),
         state="submitted",
     )  # fmt: skip
     client.force_login(reviewer2)

@@ -353,3 +353,22 @@ def test_others_history_is_blind_until_one_submits(client, reviewer, reviewer2, 
     client.force_login(reviewer2)
     page = client.get(submission.get_absolute_url()).content.decode()
     assert "alice saw it" not in page and 'id="history"' not in page
+
+
+def test_a_draft_has_one_total_in_the_report_and_on_the_desk(reviewer, submission) -> None:
+    """The report used to weigh only the rows a review had touched: a draft with one row at 2
+    read 66.7 in the JSON while the desk, the comparison and the cohort read it over the whole
+    rubric."""
+    from reviewer.review.scoring import reviews_visible_to, score_save
+    from reviewer.submission_report import report_build
+
+    review = review_get_or_create(submission=submission, reviewer=reviewer)
+    rows = list(review.rubric.rows.all())
+    assert len(rows) > 1
+    score_save(
+        review=review, row=rows[0], value=2, evidence="", override_reason="", expected_version=0
+    )
+    desk = reviews_visible_to(reviewer, submission)[0].total
+    weights = sum(r.weight for r in rows)
+    assert desk == round(rows[0].weight * 2 / 3 * 100 / weights, 1)
+    assert report_build(submission)["scores"]["reviews"][0]["total"] == desk

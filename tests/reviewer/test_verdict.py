@@ -106,7 +106,7 @@ def test_the_queue_puts_unscored_first_and_says_how_many_are_left(
     client, reviewer, assignment
 ) -> None:
     from reviewer.models import Review
-    from reviewer.review.scoring import rubric_for
+    from reviewer.review.rubrics import rubric_for
     from submissions.models import Candidate
 
     subs = []
@@ -122,7 +122,7 @@ def test_the_queue_puts_unscored_first_and_says_how_many_are_left(
                 ).submission
             )
     Review.objects.create(
-        submission=subs[0], reviewer=reviewer, rubric=rubric_for(subs[0]), state="submitted"
+        submission=subs[0], reviewer=reviewer, rubric=rubric_for(subs[0].assignment), state="submitted"
     )
     client.force_login(reviewer)
     page = client.get(subs[1].get_absolute_url()).content.decode()
