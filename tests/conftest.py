@@ -91,7 +91,7 @@ def ingest_inline(
     from pathlib import Path
     from unittest import mock
 
-    from reviewer.demo import zip_tree
+    from reviewer.ops.demo import zip_tree
     from submissions.intake.upload import submission_create
     from submissions.jobs import queue
     from submissions.jobs.engine import job_execute

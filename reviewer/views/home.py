@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from reviewer.health import queue_health
+from reviewer.ops.health import queue_health
 from submissions.models import Assignment, Submission
 
 

@@ -17,8 +17,8 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from reviewer.health import queue_down
 from reviewer.models import Note, RubricRow, Score
+from reviewer.ops.health import queue_down
 from reviewer.review.forms import ScoreForm
 from reviewer.review.pins import PinRefused, pin_note, pins_by_target, target_id, visible_pins
 from reviewer.review.scoring import (

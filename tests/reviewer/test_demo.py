@@ -6,7 +6,7 @@ from unittest import mock
 
 from django.core.management import call_command
 
-from reviewer.demo import DEMO_DIR, zip_tree
+from reviewer.ops.demo import DEMO_DIR, zip_tree
 from submissions.jobs import queue
 from submissions.models import Assignment, Submission
 

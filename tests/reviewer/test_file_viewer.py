@@ -10,7 +10,7 @@ import pytest
 import yaml
 from django.urls import reverse
 
-from reviewer.demo import DEMO_DIR
+from reviewer.ops.demo import DEMO_DIR
 from reviewer.views.files import MAX_BYTES, FileRefused, _safe_open
 from submissions.assignments import assignment_values
 from tests.conftest import ingest_inline

@@ -360,7 +360,7 @@ def test_a_draft_has_one_total_in_the_report_and_on_the_desk(reviewer, submissio
     read 66.7 in the JSON while the desk, the comparison and the cohort read it over the whole
     rubric."""
     from reviewer.review.scoring import reviews_visible_to, score_save
-    from reviewer.submission_report import report_build
+    from reviewer.review.submission_report import report_build
 
     review = review_get_or_create(submission=submission, reviewer=reviewer)
     rows = list(review.rubric.rows.all())

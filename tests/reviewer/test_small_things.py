@@ -55,9 +55,9 @@ def test_one_banner_says_the_queue_is_down_and_the_fix(
     client.force_login(reviewer)
     down = {"broker_ok": False, "worker_ok": False, "worker_seen_s": None}
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
-    with mock.patch("reviewer.health.queue_health", return_value=down):
+    with mock.patch("reviewer.ops.health.queue_health", return_value=down):
         page = client.get(submission.get_absolute_url()).content.decode()
     assert page.count("The job queue is unreachable") == 1 and "unset <code>REDIS_URL" in page
     up = {**down, "broker_ok": True}
-    with mock.patch("reviewer.health.queue_health", return_value=up):
+    with mock.patch("reviewer.ops.health.queue_health", return_value=up):
         assert "job queue is unreachable" not in client.get(submission.get_absolute_url()).text

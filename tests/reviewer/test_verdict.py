@@ -122,7 +122,10 @@ def test_the_queue_puts_unscored_first_and_says_how_many_are_left(
                 ).submission
             )
     Review.objects.create(
-        submission=subs[0], reviewer=reviewer, rubric=rubric_for(subs[0].assignment), state="submitted"
+        submission=subs[0],
+        reviewer=reviewer,
+        rubric=rubric_for(subs[0].assignment),
+        state="submitted",
     )
     client.force_login(reviewer)
     page = client.get(subs[1].get_absolute_url()).content.decode()

@@ -12,7 +12,7 @@ import yaml
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 
-from reviewer.demo import DEMO_DIR, zip_tree
+from reviewer.ops.demo import DEMO_DIR, zip_tree
 from submissions.assignments import assignment_apply, assignment_values
 from submissions.models import Submission
 from submissions.roles import HIRING_LEADS, REVIEWERS

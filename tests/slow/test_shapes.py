@@ -27,7 +27,7 @@ import pytest
 
 from cassettes_app.checks import catalog as c
 from cassettes_app.checks.rules import shape_rules
-from reviewer.demo import DEMO_DIR
+from reviewer.ops.demo import DEMO_DIR
 from submissions.assignments import load_assignment_file
 from submissions.models import CheckResult
 from tests.conftest import ingest_inline

@@ -9,7 +9,7 @@ from unittest import mock
 import pytest
 import yaml
 
-from reviewer.demo import DEMO_DIR
+from reviewer.ops.demo import DEMO_DIR
 from submissions.assignments import assignment_apply, assignment_values
 from submissions.checks.replay import Run, replay_no_network_attempts
 from submissions.checks.replay_compare import (

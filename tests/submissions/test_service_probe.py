@@ -9,7 +9,7 @@ from unittest import mock
 import pytest
 
 from cassettes_app.formats.base import LedgerEntry
-from reviewer.demo import DEMO_DIR
+from reviewer.ops.demo import DEMO_DIR
 from submissions.assignments import assignment_apply, assignment_values, load_assignment_file
 from submissions.checks.service import (
     degrade_problems,

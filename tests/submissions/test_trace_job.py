@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reviewer.demo import DEMO_DIR
+from reviewer.ops.demo import DEMO_DIR
 from submissions.assignments import assignment_values
 from submissions.checks.trace_live import redrive
 from submissions.models import Job, TraceRow

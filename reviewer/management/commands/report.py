@@ -6,7 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from reviewer.submission_report import report_build
+from reviewer.review.submission_report import report_build
 from submissions.models import Submission
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from reviewer.demo import demo_seed
+from reviewer.ops.demo import demo_seed
 
 
 class Command(BaseCommand):
