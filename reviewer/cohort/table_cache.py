@@ -14,15 +14,14 @@ does must call `bump` itself.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.cache import caches
 from django.db.models import F
 from django.db.models.signals import post_delete, post_save
 
+from reviewer.fragments import fragment_cached
 from reviewer.models import Note, Review, RubricRow, RubricTemplate, Score
 from submissions.models import Assignment, Candidate, CheckResult, Submission
 
@@ -39,15 +38,9 @@ def bump(assignment_id: int | None = None) -> None:
 
 def cached_fragment(assignment: Assignment, query: str, build: Callable[[], str]) -> str:
     """`build()`'s HTML for this assignment (as loaded) and query string, until a change."""
-    digest = hashlib.sha256(query.encode()).hexdigest()[:16]
     # The creation time too: SQLite may give a deleted assignment's id to a new one.
-    born = assignment.created.timestamp()
-    key = f"cr:compare:{assignment.pk}:{born}:{assignment.table_generation}:{digest}"
-    html = caches["fragments"].get(key)
-    if html is None:
-        html = build()
-        caches["fragments"].set(key, html, TTL)
-    return html
+    signature = (assignment.created.timestamp(), assignment.table_generation, query)
+    return fragment_cached("compare", assignment.pk, signature, build, ttl=TTL)
 
 
 # ------------------------------------------------------------------ invalidation

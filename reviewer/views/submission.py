@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.cache import caches
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -17,6 +15,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from reviewer.fragments import fragment_cached
 from reviewer.models import Note, RubricRow, Score
 from reviewer.ops.health import queue_down
 from reviewer.review.forms import ScoreForm
@@ -284,38 +283,33 @@ def evidence_html(request: HttpRequest, context: dict[str, object]) -> dict[str,
     submission: Submission = context["submission"]  # type: ignore[assignment]
     jobs: list[Job] = context["jobs"]  # type: ignore[assignment]
     pins = request_pins(request, submission, context)
-    key = None
-    if not context["jobs_active"]:
-        signature = repr(
-            (
-                _EVIDENCE_LAYOUT,
-                # The notes pinned in these sections that this user may see.
-                sorted((n.pk, n.updated) for n in pins),
-                # Which submission this is, even if a deleted one's id is given again.
-                (submission.archive_sha256, submission.created),
-                [(j.pk, j.state, j.attempts, j.finished_at) for j in jobs],
-                # Only the paging parameters change these sections (not ?pin=, ?submit=).
-                sorted((k, v) for k, v in request.GET.lists() if k in _PAGE_PARAMS),
-            )
+
+    def build() -> dict[str, str]:
+        full = {
+            **context,
+            **evidence_context(submission, jobs, request.GET),
+            "pins": pins_by_target(pins),
+            "can_pin": not settings.DEMO_MODE,
+        }
+        return {
+            part: str(render_to_string(f"reviewer/submission.html#evidence-{part}", full, request))
+            for part in _EVIDENCE_PARTS
+        }
+
+    if context["jobs_active"]:
+        html = build()
+    else:
+        signature = (
+            _EVIDENCE_LAYOUT,
+            # The notes pinned in these sections that this user may see.
+            sorted((n.pk, n.updated) for n in pins),
+            # Which submission this is, even if a deleted one's id is given again.
+            (submission.archive_sha256, submission.created),
+            [(j.pk, j.state, j.attempts, j.finished_at) for j in jobs],
+            # Only the paging parameters change these sections (not ?pin=, ?submit=).
+            sorted((k, v) for k, v in request.GET.lists() if k in _PAGE_PARAMS),
         )
-        digest = hashlib.sha256(signature.encode()).hexdigest()[:32]
-        key = f"cr:evidence:{submission.pk}:{digest}"
-        cached = caches["fragments"].get(key)
-        if cached is not None:
-            return {part: mark_safe(text) for part, text in cached.items()}  # noqa: S308
-    full = {
-        **context,
-        **evidence_context(submission, jobs, request.GET),
-        "pins": pins_by_target(pins),
-        "can_pin": not settings.DEMO_MODE,
-    }
-    html = {
-        part: render_to_string(f"reviewer/submission.html#evidence-{part}", full, request)
-        for part in _EVIDENCE_PARTS
-    }
-    if key is not None:
-        plain = {part: str(text) for part, text in html.items()}
-        caches["fragments"].set(key, plain, _EVIDENCE_TTL)
+        html = fragment_cached("evidence", submission.pk, signature, build, ttl=_EVIDENCE_TTL)
     # Our own templates rendered these from escaped values.
     return {part: mark_safe(text) for part, text in html.items()}  # noqa: S308
 
