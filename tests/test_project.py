@@ -290,3 +290,15 @@ def test_views_import_no_other_view() -> None:
         if target.startswith("reviewer.views.") and target != "reviewer.views.access"
     ]
     assert offenders == []
+
+
+def test_no_test_reads_outside_the_repository() -> None:
+    """A clone of this repository alone must pass `make test`: no test reaches for the
+    design folder beside it (or anything else above the root)."""
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "tests").rglob("*.py")
+        if path.name != "test_project.py"
+        and ("ROOT.parent" in (text := path.read_text()) or "../shared" in text)
+    ]
+    assert offenders == []

@@ -299,6 +299,7 @@ def test_long_message_texts_are_capped_and_flagged(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- scale
 
 
+@pytest.mark.scale
 def test_two_thousand_small_recordings_analyse_in_a_few_seconds(tmp_path: Path) -> None:
     folder = tmp_path / "cassettes"
     folder.mkdir()
@@ -314,6 +315,7 @@ def test_two_thousand_small_recordings_analyse_in_a_few_seconds(tmp_path: Path) 
     assert elapsed < 6, f"took {elapsed:.1f}s"
 
 
+@pytest.mark.scale
 def test_memory_stays_flat_when_the_caller_drops_file_reports(tmp_path: Path) -> None:
     folder = tmp_path / "cassettes"
     folder.mkdir()

@@ -186,6 +186,7 @@ def test_hostile_entries_never_raise() -> None:
     json.dumps(outcome.as_dict())
 
 
+@pytest.mark.scale
 def test_large_ledger_is_linear() -> None:
     rows = []
     for i in range(20_000):

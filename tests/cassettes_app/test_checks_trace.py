@@ -509,6 +509,7 @@ def big_trace(count: int) -> list[TraceHop]:
     return hops[:count]
 
 
+@pytest.mark.scale
 def test_hundred_thousand_hops_each_check_runs_in_linear_time() -> None:
     hops = big_trace(100_000)
     gc.collect()  # the garbage building the trace left is not the checks' to pay for
@@ -528,6 +529,7 @@ def test_hundred_thousand_hops_each_check_runs_in_linear_time() -> None:
         assert elapsed < 3.0, (check.__name__, elapsed)
 
 
+@pytest.mark.scale
 def test_many_unmatched_calls_stay_fast() -> None:
     # Every call misses: near-miss scanning is windowed and capped, not quadratic.
     hops = []

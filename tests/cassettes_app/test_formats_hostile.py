@@ -302,6 +302,7 @@ def test_a_truncated_gzip_body_is_kept_partially_with_a_finding() -> None:
     assert result.recordings[0].interactions[0].response_body.data.startswith(b'{"ok": true}')
 
 
+@pytest.mark.scale
 def test_an_event_stream_of_a_million_events_is_capped() -> None:
     stream = 'data: {"seq": 1}\n\n' * 1_000_000
     with in_bounded_time():
@@ -311,6 +312,7 @@ def test_an_event_stream_of_a_million_events_is_capped() -> None:
     assert any("max_events" in problem for problem in body.problems)
 
 
+@pytest.mark.scale
 def test_a_provider_stream_of_a_million_chunks_is_reassembled_up_to_the_cap() -> None:
     chunk = {
         "object": "chat.completion.chunk",

@@ -106,6 +106,7 @@ def test_no_reader_crashes_on_broken_bytes(reader: str, data: bytes) -> None:
     assert result.findings  # and it says what is wrong
 
 
+@pytest.mark.scale
 def test_a_huge_span_export_is_read_in_linear_time() -> None:
     def export(n: int) -> bytes:
         spans = [

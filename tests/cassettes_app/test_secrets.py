@@ -781,6 +781,7 @@ def test_odd_inputs_do_not_raise() -> None:
 # ----------------------------------------------------------------- performance
 
 
+@pytest.mark.scale
 def test_adversarial_10mb_scans_in_under_a_second() -> None:
     """Pathological input is linear: 10 MB of near-misses scans and redacts in < 1 s each."""
     mb = 1_000_000
@@ -819,6 +820,7 @@ def test_sk_followed_by_1mb_is_fast() -> None:
         assert time.perf_counter() - start < 1.0
 
 
+@pytest.mark.scale
 def test_redact_big_log_is_fast() -> None:
     """A 5 MB JSON-lines trace with a few keys redacts in well under a second."""
     line = json.dumps(

@@ -7,6 +7,8 @@ import json
 import random
 import time
 
+import pytest
+
 from cassettes_app.providers import Exchange, Message, ToolCall, ToolResult, normalise
 from cassettes_app.threads import build_threads, message_key, multi_turn_blobs
 
@@ -278,6 +280,7 @@ def _synthetic(n_threads: int, turns: int) -> list[tuple[tuple[int, int], Exchan
     return out
 
 
+@pytest.mark.scale
 def test_ten_thousand_exchanges_build_fast() -> None:
     exchanges = _synthetic(500, 20)
     assert len(exchanges) == 10_000
@@ -299,6 +302,7 @@ def test_ten_thousand_exchanges_build_fast() -> None:
     assert elapsed < 4.0, f"multi_turn_blobs took {elapsed:.2f}s"
 
 
+@pytest.mark.scale
 def test_long_single_chain_has_no_recursion_limit() -> None:
     exchanges = _synthetic(1, 400)
     threads = build_threads(list(reversed(exchanges)))

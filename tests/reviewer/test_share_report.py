@@ -556,6 +556,7 @@ def _bulk_cohort(assignment, reviewers: list[User], n: int) -> None:
     )
 
 
+@pytest.mark.scale
 @pytest.mark.parametrize("n", [20, 150])
 def test_a_big_cohort_renders_in_bounded_queries_and_size(
     n, assignment, reviewer, reviewer2, django_assert_max_num_queries

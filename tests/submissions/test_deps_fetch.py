@@ -194,6 +194,7 @@ def test_a_dropped_connection_is_tried_once_more(tmp_path: Path) -> None:
     assert Flaky.dropped and item.path.read_bytes() == data
 
 
+@pytest.mark.scale
 def test_a_wheel_of_a_million_entries_is_refused_from_its_end_record(
     tmp_path: Path, monkeypatch
 ) -> None:
