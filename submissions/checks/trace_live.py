@@ -19,9 +19,11 @@ network access through `submissions.outbound.SafeClient`:
 - `trace_idempotency_enforced` (`trace.idempotency_enforced`): fresh random keys; 201 then 200 with
   the same order id, 409 for the same key with another body, 400 for a missing key and for
   bad bodies. Every probe's exact request, response and a copyable curl line go to evidence.
-- `redrive` (`trace.live_match`, mode "redrive"): replay the stub hops in order against a
-  freshly started stub, with each hop's original Idempotency-Key and body, and compare
-  statuses and bodies with volatile values (order ids, trace ids, timestamps, uuids) masked.
+- re-drive (`trace.live_match`, mode "redrive"): `redrive_requests` gives the stub hops to
+  re-send in order, with each hop's original Idempotency-Key and body, to a freshly started
+  stub (the sandbox's driver sends them, under the give-up and time-budget rules), and
+  `judge_redrive` compares its answers' statuses and bodies with volatile values (order ids,
+  trace ids, timestamps, uuids) masked.
 """
 
 from __future__ import annotations
@@ -59,9 +61,12 @@ ORDER_ID_PATTERN = r"ord_[0-9a-f]+"
 
 RowOutcome = Literal["match", "mismatch", "missing", "unreachable"]
 
-# After this many unreachable rows with no success at all, the stub is treated as down and
-# the remaining rows are not tried (500 rows x timeout would hold a worker for minutes).
+# After this many unreachable rows with no success at all (a re-drive: in a row), the stub
+# is treated as down and the remaining rows are not tried (500 rows x timeout would hold a
+# worker for minutes).
 GIVE_UP_AFTER = 3
+# Seconds a re-drive may spend sending; the rows left after it are not sent.
+REDRIVE_BUDGET_SECONDS = 120.0
 # Values longer than this are shown cut in evidence (the comparison uses the whole value).
 PREVIEW_CHARS = 2000
 RESPONSE_PREVIEW_BYTES = 4000
@@ -669,62 +674,6 @@ def _redrive_request(hop: TraceHop, base_url: str) -> tuple[str, str, dict[str, 
     return (hop.method or "GET").upper(), url, headers, body
 
 
-def redrive(
-    hops: list[TraceHop],
-    base_url: str,
-    *,
-    path: str = "replay.jsonl",
-    allow: Iterable[str] | None = None,
-    max_rows: int = 500,
-    timeout: float = 5.0,
-    max_bytes: int = 1_000_000,
-    id_pattern: str = ORDER_ID_PATTERN,
-    retries: int = 2,
-    backoff: float = 0.1,
-    budget: float | None = 120.0,
-) -> tuple[CheckOutcome, list[RowResult]]:
-    """`trace.live_match` by re-driving: replay stub hops in order on a fresh stub and compare."""
-    pattern = re.compile(id_pattern)
-    selected = stub_hops(hops)[: max(0, max_rows)]
-    if not selected:
-        return _nothing_to_redrive(), []
-    trace_ids = [h.trace_id for h in hops if h.trace_id]
-    rows: list[RowResult] = []
-    try:
-        client = stub_client(allow, timeout, max_bytes, retries, backoff, 1)
-    except ValueError as exc:  # a malformed allowlist entry
-        return CheckOutcome(CHECK_LIVE, "error", f"outbound allowlist: {exc}"), []
-    with client:
-        try:
-            client.check(base_url)
-        except OutboundRefused as exc:
-            summary = f"re-drive: stub URL refused by the outbound guard: {exc}"
-            return CheckOutcome(
-                CHECK_LIVE, "error", summary, [{"message": summary, "mode": "redrive"}]
-            ), []
-        failures_in_a_row = 0
-        deadline = None if budget is None else time.monotonic() + budget
-        for hop in selected:  # sequential: idempotency state depends on the order
-            stop = None
-            if failures_in_a_row >= GIVE_UP_AFTER:
-                stop = "not sent: the stub stopped answering"
-            elif deadline is not None and time.monotonic() > deadline:
-                stop = f"not sent: the time budget of {budget:g} s was used up"
-            if stop:
-                rows.append(RowResult(hop.line, hop.trace_id, "unreachable", error=stop))
-                continue
-            method, url, headers, body = _redrive_request(hop, base_url)
-            try:
-                response = client.request(method, url, headers=headers, content=body)
-            except (OutboundRefused, OutboundError) as exc:
-                failures_in_a_row += 1
-                rows.append(RowResult(hop.line, hop.trace_id, "unreachable", error=_describe(exc)))
-                continue
-            failures_in_a_row = 0
-            rows.append(_compare_redrive(hop, response, pattern, trace_ids))
-    return _redrive_outcome(rows, base_url, path), rows
-
-
 def redrive_requests(hops: list[TraceHop], base_url: str, *, max_rows: int = 500) -> list[dict]:
     """The stub hops to re-send, in order, as plain requests (for a driver inside a sandbox)."""
     out = []
@@ -745,6 +694,25 @@ def redrive_requests(hops: list[TraceHop], base_url: str, *, max_rows: int = 500
 def _nothing_to_redrive() -> CheckOutcome:
     reason = "the trace has no stub hop to re-drive"
     return CheckOutcome(CHECK_LIVE, "skip", reason, [{"message": reason, "mode": "redrive"}])
+
+
+def answers_from_driver(raw: list[dict[str, Any]], base_url: str) -> list[SafeResponse | str]:
+    """The re-drive driver's answers as responses, or the error for a request not answered."""
+    answers: list[SafeResponse | str] = []
+    for answer in raw:
+        if "error" in answer:
+            answers.append(str(answer["error"]))
+        else:
+            answers.append(
+                SafeResponse(
+                    url=base_url,
+                    status=int(answer["status"]),
+                    headers=[tuple(h) for h in answer["headers"]],
+                    body=answer["body"].encode("utf-8"),
+                    truncated=bool(answer["truncated"]),
+                )
+            )
+    return answers
 
 
 def judge_redrive(

@@ -17,7 +17,10 @@ from cassettes_app.formats.base import TraceHop
 from submissions.checks.environment import env_dependencies_installed
 from submissions.checks.store import checks_store
 from submissions.checks.trace_live import (
+    GIVE_UP_AFTER,
+    REDRIVE_BUDGET_SECONDS,
     RowResult,
+    answers_from_driver,
     judge_redrive,
     probe_body_from_hops,
     redrive_requests,
@@ -28,7 +31,6 @@ from submissions.deps.prepare import dependencies
 from submissions.intake.trees import submission_tree
 from submissions.jobs.types import JobError, Outcome, Progress
 from submissions.models import Job, Recording, Submission, TraceRow
-from submissions.net.outbound import SafeResponse
 from submissions.sandbox.slots import Slot, sandbox_slot
 from submissions.sandbox.types import RUNTIME_FILES, SandboxUnavailable
 
@@ -79,6 +81,8 @@ def redrive_in_sandbox(
         "timeout": settings.TRACE_TIMEOUT_SECONDS,
         "max_bytes": settings.TRACE_MAX_BYTES,
         "start_timeout": 20,
+        "give_up_after": GIVE_UP_AFTER,
+        "budget": REDRIVE_BUDGET_SECONDS,
     }
     nonce = "CR-" + secrets.token_hex(16) + ":"
     with slot.workspace(tree) as workspace:
@@ -106,20 +110,7 @@ def redrive_in_sandbox(
             f"re-drive: {report['error']}",
             [{"message": "stub output", "output": report.get("log", ""), "mode": "redrive"}],
         ), []
-    answers: list[SafeResponse | str] = []
-    for answer in report["answers"]:
-        if "error" in answer:
-            answers.append(answer["error"])
-        else:
-            answers.append(
-                SafeResponse(
-                    url=base_url,
-                    status=int(answer["status"]),
-                    headers=[tuple(h) for h in answer["headers"]],
-                    body=answer["body"].encode("utf-8"),
-                    truncated=bool(answer["truncated"]),
-                )
-            )
+    answers = answers_from_driver(report["answers"], base_url)
     return judge_redrive(
         hops, answers, base_url=base_url, path=path, max_rows=settings.TRACE_MAX_ROWS
     )
