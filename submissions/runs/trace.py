@@ -16,17 +16,18 @@ from cassettes_app.formats import parse_path
 from cassettes_app.formats.base import TraceHop
 from submissions.checks.environment import env_dependencies_installed
 from submissions.checks.store import checks_store
-from submissions.checks.trace_live import (
-    GIVE_UP_AFTER,
-    REDRIVE_BUDGET_SECONDS,
-    RowResult,
-    answers_from_driver,
-    judge_redrive,
+from submissions.checks.trace_live.idempotency import (
     probe_body_from_hops,
-    redrive_requests,
     trace_idempotency_enforced,
-    trace_live_match,
 )
+from submissions.checks.trace_live.live import trace_live_match
+from submissions.checks.trace_live.redrive import (
+    REDRIVE_BUDGET_SECONDS,
+    answers_from_driver,
+    redrive_requests,
+    trace_live_match_from_redrive,
+)
+from submissions.checks.trace_live.rows import GIVE_UP_AFTER, RowResult
 from submissions.deps.prepare import dependencies
 from submissions.intake.trees import submission_tree
 from submissions.jobs.types import JobError, Outcome, Progress
@@ -111,7 +112,7 @@ def redrive_in_sandbox(
             [{"message": "stub output", "output": report.get("log", ""), "mode": "redrive"}],
         ), []
     answers = answers_from_driver(report["answers"], base_url)
-    return judge_redrive(
+    return trace_live_match_from_redrive(
         hops, answers, base_url=base_url, path=path, max_rows=settings.TRACE_MAX_ROWS
     )
 

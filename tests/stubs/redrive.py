@@ -1,7 +1,7 @@
 """The product's re-drive, run here against a stub that is already listening on loopback.
 
 The same functions the trace job uses (`redrive_requests`, the sandbox driver's `send_all`
-and `send_one`, `answers_from_driver`, `judge_redrive`); only starting the stub inside the
+and `send_one`, `answers_from_driver`, `trace_live_match_from_redrive`); only starting the stub inside the
 sandbox is left out, so these tests need no sandbox.
 """
 
@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from cassettes_app.checks import CheckOutcome
 from cassettes_app.formats.base import TraceHop
-from submissions.checks.trace_live import (
-    GIVE_UP_AFTER,
+from submissions.checks.trace_live.redrive import (
     REDRIVE_BUDGET_SECONDS,
-    RowResult,
     answers_from_driver,
-    judge_redrive,
     redrive_requests,
+    trace_live_match_from_redrive,
 )
+from submissions.checks.trace_live.rows import GIVE_UP_AFTER, RowResult
 from submissions.sandbox.runtime import redrive_driver as driver
 
 
@@ -40,4 +39,4 @@ def redrive_here(
         budget,
     )
     answers = answers_from_driver(raw, base_url)
-    return judge_redrive(hops, answers, base_url=base_url, path=path)
+    return trace_live_match_from_redrive(hops, answers, base_url=base_url, path=path)
