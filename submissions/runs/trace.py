@@ -31,7 +31,7 @@ from submissions.checks.trace_live.rows import GIVE_UP_AFTER, RowResult
 from submissions.deps.prepare import dependencies
 from submissions.intake.trees import submission_tree
 from submissions.jobs.types import JobError, Outcome, Progress
-from submissions.models import Job, Recording, Submission, TraceRow
+from submissions.models import CheckResult, Job, Recording, Submission, TraceRow
 from submissions.sandbox.slots import Slot, sandbox_slot
 from submissions.sandbox.types import RUNTIME_FILES, SandboxUnavailable
 
@@ -177,10 +177,9 @@ def trace_run(job: Job, progress: Progress) -> Outcome:
                             slot=slot.with_site(prepared.site),
                         )
         except SandboxUnavailable as exc:
-            live, rows = (
-                CheckOutcome(LIVE_MATCH, "error", f"re-drive needs the sandbox: {exc.cause}"),
-                [],
-            )
+            summary = f"re-drive needs the sandbox: {exc.cause}"
+            live = CheckOutcome(LIVE_MATCH, "error", summary, cause=CheckResult.Cause.SANDBOX)
+            rows = []
         else:
             _store_rows(submission, rows, "redrive")
     if live is None:

@@ -383,6 +383,7 @@ def test_without_the_sandbox_replay_ends_in_error_with_the_cause(settings) -> No
     assert "bwrap" in replay.error
     check = s.checks.get(check_id="replay.offline_pass")
     assert check.status == "error" and "bwrap" in check.summary
+    assert check.cause == "sandbox"  # a fact the pages read, not the words
 
 
 def test_probes_prefer_recordings_whose_removal_must_matter() -> None:

@@ -520,6 +520,7 @@ def test_without_the_sandbox_the_probe_ends_in_error_with_the_cause(settings) ->
     assert "bwrap" in job.error
     for cid in ("service.starts", "service.schema_valid", "service.caches"):
         assert checks[cid].status == "error" and "bwrap" in checks[cid].summary
+        assert checks[cid].cause == "sandbox"  # a fact the pages read, not the words
     # The static ledger result stays: the probe never ran.
     assert checks["ledger.consistent"].job.kind == Job.Kind.ANALYSIS
 

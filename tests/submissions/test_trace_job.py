@@ -166,8 +166,10 @@ def test_a_sandbox_that_fails_to_start_keeps_the_idempotency_outcome(settings, m
     assert (
         live.summary == "re-drive needs the sandbox: bwrap: setting up uid map: Permission denied"
     )
+    assert live.cause == "sandbox"
     probe = checks["trace.idempotency_enforced"]
     assert probe.status == "error" and "loopback" in probe.summary
+    assert probe.cause == ""  # the live stub's own answer, not the sandbox
     job = s.jobs.get(kind=Job.Kind.TRACE)
     assert job.state == Job.State.ERROR
     assert "internal error" not in job.error
