@@ -1,4 +1,5 @@
-"""The assignment's settings as the pure analyser and its checks take them.
+"""The assignment's settings as the pure analyser and its checks take them: plain values,
+everything the static checks need (never a model row).
 
 A module of its own, below both the analysis package and checks/cassettes.py, which read it.
 """
@@ -27,6 +28,7 @@ class AnalysisConfig:
     stale_after_days: int = 42
     expected_model: str = ""
     id_pattern: str = "ord_[0-9a-f]+"
+    replay_command: str = ""  # the command docs.entrypoints looks for in the tree
     now: dt.datetime = field(default_factory=_utcnow)  # aware UTC; the upload time
     max_recordings_bytes: int = 100 * MiB
     max_scan_file_bytes: int = 8 * MiB

@@ -13,7 +13,8 @@ from django.core.validators import validate_slug
 from django.db import transaction
 
 from cassettes_app.checks.rules import RuleError, validate_overrides
-from submissions.models import Assignment
+from cassettes_app.config import AnalysisConfig
+from submissions.models import Assignment, Submission
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -224,3 +225,20 @@ def assignment_apply(*, values: dict[str, Any]) -> tuple[Assignment, bool]:
                 setattr(assignment, key, values[key])
             assignment.save(update_fields=[*changed, "updated"])
         return assignment, bool(changed)
+
+
+def analysis_config(submission: Submission) -> AnalysisConfig:
+    """The assignment's settings as the pure analyser and its static checks take them."""
+    a = submission.assignment
+    return AnalysisConfig(
+        shape=a.shape,
+        recording_globs=tuple(a.recording_globs),
+        trace_globs=tuple(a.trace_globs),
+        ledger_globs=tuple(a.ledger_globs),
+        volatile_fields=tuple(a.volatile_fields),
+        stale_after_days=a.stale_after_days,
+        expected_model=a.expected_model,
+        id_pattern=a.id_pattern or "ord_[0-9a-f]+",
+        replay_command=a.replay_command,
+        now=submission.created,
+    )

@@ -206,10 +206,19 @@ class CheckResult(models.Model):
         SKIP = "skip", "Skip"
         ERROR = "error", "Error"
 
+    class Cause(models.TextChoices):
+        """What made a check end as it did when that was not the hand-in."""
+
+        HAND_IN = "", "The hand-in"
+        SANDBOX = "sandbox", "This server's sandbox is not set up"
+
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="checks")
     check_id = models.CharField(max_length=80)
     status = models.CharField(max_length=10, choices=Status.choices)
     summary = models.TextField()
+    # A fact, not a phrase in the summary: pages tell a check that could not run on this
+    # server (the one banner, the one fix) from one that found something in the hand-in.
+    cause = models.CharField(max_length=20, choices=Cause.choices, blank=True, default="")
     evidence = models.JSONField(default=list, blank=True)
     job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL)
     updated = models.DateTimeField(auto_now=True)

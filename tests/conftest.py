@@ -94,8 +94,7 @@ def ingest_inline(
     from reviewer.ops.demo import zip_tree
     from submissions.intake.upload import submission_create
     from submissions.jobs import queue
-    from submissions.jobs.engine import job_execute
-    from submissions.models import Job
+    from submissions.jobs.inline import jobs_run_inline
 
     assignment = assignment_apply(values=values)[0]
     person, _ = Candidate.objects.get_or_create(name=candidate)
@@ -111,8 +110,7 @@ def ingest_inline(
         if uploaded_at is not None:
             type(submission).objects.filter(pk=submission.pk).update(created=uploaded_at)
             submission.refresh_from_db()
-        while job := submission.jobs.filter(state=Job.State.QUEUED).order_by("pk").first():
-            job_execute(job_id=job.pk)
+        jobs_run_inline(submission=submission)
     return submission, {c.check_id: c for c in submission.checks.all()}
 
 

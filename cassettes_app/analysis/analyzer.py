@@ -38,7 +38,15 @@ from cassettes_app.checks.cassettes import (
     parse_time,
 )
 from cassettes_app.checks.catalog import MODEL_METADATA
+from cassettes_app.checks.docs import docs_entrypoints, docs_replay_notes
+from cassettes_app.checks.ledger import ledger_consistent
 from cassettes_app.checks.runlog import RUN_LOG
+from cassettes_app.checks.trace import (
+    trace_idempotency_keys_logged,
+    trace_no_invented_ids,
+    trace_stub_hops_present,
+    trace_tool_calls_reach_stub,
+)
 from cassettes_app.config import AnalysisConfig
 from cassettes_app.formats import parse_file
 from cassettes_app.formats.base import (
@@ -549,7 +557,9 @@ class Analyzer:
         return cassettes_model_metadata(self.facts)
 
     def checks(self) -> list[CheckOutcome]:
-        """The six `cassettes.*` outcomes (parsing and scanning first if not done yet)."""
+        """Every static outcome: `cassettes.*`, `trace.*` and `ledger.consistent` when the
+        tree or the assignment has a trace or a ledger, and `docs.*` (parsing and scanning
+        first if not done yet)."""
         hits = list(self.secret_hits())
         _, blobs = self._analyse()
         cfg = self.config
@@ -560,4 +570,34 @@ class Analyzer:
             cassettes_fresh(self.facts, cfg),
             cassettes_pruned(self.facts, cfg),
             cassettes_per_turn(blobs, self.facts),
+            *self._trace_checks(),
+            *self._ledger_checks(),
+            docs_entrypoints(self.root, cfg.shape, cfg.replay_command),
+            docs_replay_notes(
+                self.root,
+                volatile_fields=list(cfg.volatile_fields),
+                key_findings=self.key_report.as_dict(),
+                shape=cfg.shape,
+            ),
         ]
+
+    def _trace_checks(self) -> list[CheckOutcome]:
+        """The four static `trace.*` outcomes, when there is a trace or the assignment
+        names one (its first glob stands for the missing file)."""
+        cfg = self.config
+        if not (self.hops or cfg.trace_globs):
+            return []
+        path = self.trace_path or (cfg.trace_globs[0] if cfg.trace_globs else "")
+        return [
+            trace_stub_hops_present(self.hops, path),
+            trace_tool_calls_reach_stub(self.hops, path),
+            trace_no_invented_ids(self.hops, path, cfg.id_pattern),
+            trace_idempotency_keys_logged(self.hops, path),
+        ]
+
+    def _ledger_checks(self) -> list[CheckOutcome]:
+        """`ledger.consistent`, when there is a ledger or the assignment names one."""
+        cfg = self.config
+        if not (self.ledger or cfg.ledger_globs):
+            return []
+        return [ledger_consistent(self.ledger, self.ledger_path or (cfg.ledger_globs or ("",))[0])]

@@ -25,6 +25,9 @@ class CheckOutcome:
     status: Status
     summary: str
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    # What made it end so when that is not the hand-in, as a fact pages can read (e.g.
+    # "sandbox": it could not run on this server); "" for the hand-in's own outcome.
+    cause: str = ""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -37,7 +40,7 @@ class CheckOutcome:
             ]
 
     def as_dict(self) -> dict[str, Any]:
-        """The report's shape: id, status, summary, evidence."""
+        """The report's shape: id, status, summary, evidence (not the cause)."""
         return {
             "id": self.id,
             "status": self.status,

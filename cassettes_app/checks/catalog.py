@@ -54,7 +54,8 @@ REPLAY_NOTES = "docs.replay_notes"
 _ENV = "submissions.checks.environment"
 _REPLAY = "submissions.checks.replay"
 _SERVICE = "submissions.checks.service"
-_LIVE = "submissions.checks.trace_live"
+_LIVE = "submissions.checks.trace_live.live"
+_IDEMPOTENCY = "submissions.checks.trace_live.idempotency"
 _CASSETTES = "cassettes_app.checks.cassettes"
 _TRACE = "cassettes_app.checks.trace"
 _DOCS = "cassettes_app.checks.docs"
@@ -170,7 +171,7 @@ CATALOG: dict[str, CheckSpec] = {
             IDEMPOTENCY_ENFORCED,
             "Idempotency enforced",
             "probing the stub gives 201, then 200 for the same body, 409 for a different body",
-            _LIVE,
+            _IDEMPOTENCY,
         ),
         CheckSpec(
             LEDGER_CONSISTENT,

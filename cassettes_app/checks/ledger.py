@@ -303,7 +303,7 @@ def _recording_disagreements(
     """Warnings where the ledger's model calls disagree with the recordings.
 
     Only runs when a caller passes `recorded_model_calls` or `recording_keys`; the
-    production callers (`submissions.checks.service` and `submissions.runs.analysis`)
+    production callers (`submissions.checks.service` and `cassettes_app.analysis.analyzer`)
     pass neither, so today only tests reach it.
     """
     if recorded_model_calls is None and recording_keys is None:

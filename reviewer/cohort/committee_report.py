@@ -230,14 +230,14 @@ class Detail:
 # ------------------------------------------------------------------ reading
 
 
-_CheckRow = tuple[str, str, str]  # check id, status, summary
+_CheckRow = tuple[str, str, str, str]  # check id, status, summary, cause
 
 
 def _check_groups(
     checks: list[_CheckRow], evidence: dict[str, Any], text: SafeText, limits: Limits
 ) -> list[CheckGroup]:
     by_status: dict[str, list[CheckLine]] = defaultdict(list)
-    for check_id, status, summary in checks:
+    for check_id, status, summary, _ in checks:
         spec = CATALOG.get(check_id)
         items: list[str] = []
         more = 0
@@ -356,12 +356,9 @@ def _detail(
     limits: Limits,
 ) -> Detail:
     reviewers = [r.reviewer for r in c.reviews]
-    # The redacted (uncut) summary: the verdict only reads it to tell a sandbox-less error.
+    # Only the headline and whether the sandbox kept checks from running are shown.
     verdict = verdict_for(
-        [
-            _Check(cid, status, text.full(summary) if status == "error" else "")
-            for cid, status, summary in checks
-        ],
+        [_Check(cid, status, "", cause) for cid, status, _, cause in checks],
         submission_status=c.submission.status,
     )
     lines = []
@@ -405,6 +402,7 @@ class _Check:
     check_id: str
     status: str
     summary: str
+    cause: str
 
 
 def _username() -> str:
@@ -465,13 +463,13 @@ def cohort_report_html(
     ids = {c.submission.pk for c in cohort.candidates}
     text = SafeText()
     checks: dict[int, list[_CheckRow]] = defaultdict(list)
-    for sid, cid, status, summary in (
+    for sid, cid, status, summary, cause in (
         CheckResult.objects.filter(submission__assignment=assignment)
         .order_by("submission_id", "check_id")
-        .values_list("submission_id", "check_id", "status", "summary")
+        .values_list("submission_id", "check_id", "status", "summary", "cause")
     ):
         if sid in ids:
-            checks[sid].append((cid, status, summary))
+            checks[sid].append((cid, status, summary, cause))
     evidence: dict[int, dict[str, Any]] = defaultdict(dict)
     # Only the checks whose evidence the report prints: passes can hold long lists.
     for sid, cid, items in (
@@ -537,15 +535,15 @@ def submission_report_html(
     text = SafeText()
     results = list(
         submission.checks.order_by("check_id").values_list(
-            "check_id", "status", "summary", "evidence"
+            "check_id", "status", "summary", "evidence", "cause"
         )
     )
     pins = [(who, anchor, body) for _, who, anchor, body in _pin_rows(submission.notes.all())]
     events = [tuple(e[1:]) for e in _event_rows(ScoreEvent.objects.filter(submission=submission))]
     detail = _detail(
         candidate,
-        checks=[(cid, status, summary) for cid, status, summary, _ in results],
-        evidence={cid: ev for cid, status, _, ev in results if status in DETAILED},
+        checks=[(cid, status, summary, cause) for cid, status, summary, _, cause in results],
+        evidence={cid: ev for cid, status, _, ev, _ in results if status in DETAILED},
         pins=pins,
         events=events,  # type: ignore[arg-type]
         text=text,

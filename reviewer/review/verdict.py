@@ -14,9 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cassettes_app.checks.catalog import CATALOG
-
-# The words every sandbox-less outcome carries (runs/replay.py, trace.py, probe.py).
-SANDBOX_NEEDED = "needs the sandbox"
+from submissions.models import CheckResult
 
 LABELS = {
     "fail": "flaw found",
@@ -34,7 +32,7 @@ def status_label(status: str) -> str:
 
 def environment_caused(check: Any) -> bool:
     """An error that this server's environment caused, not the hand-in."""
-    return check.status == "error" and SANDBOX_NEEDED in (check.summary or "")
+    return check.status == "error" and check.cause == CheckResult.Cause.SANDBOX
 
 
 @dataclass(frozen=True, slots=True)

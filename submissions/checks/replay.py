@@ -246,5 +246,5 @@ def replay_missing_fixture_fails_loudly(
     )
 
 
-def replay_error_outcomes(reason: str) -> list[CheckOutcome]:
-    return [CheckOutcome(cid, "error", reason) for cid in REPLAY_CHECKS]
+def replay_error_outcomes(reason: str, cause: str = "") -> list[CheckOutcome]:
+    return [CheckOutcome(cid, "error", reason, cause=cause) for cid in REPLAY_CHECKS]

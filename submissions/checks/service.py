@@ -455,6 +455,9 @@ def service_checks(report: ProbeReport) -> list[CheckOutcome]:
 
 
 def service_error_outcomes(
-    reason: str, evidence: list[dict[str, Any]] | None = None
+    reason: str, evidence: list[dict[str, Any]] | None = None, cause: str = ""
 ) -> list[CheckOutcome]:
-    return [CheckOutcome(cid, "error", reason, list(evidence or [])) for cid in PROBE_CHECKS]
+    return [
+        CheckOutcome(cid, "error", reason, list(evidence or []), cause=cause)
+        for cid in PROBE_CHECKS
+    ]

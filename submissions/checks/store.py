@@ -26,6 +26,7 @@ def checks_store(submission: Submission, job: Job | None, outcomes: list[CheckOu
             defaults={
                 "status": outcome.status,
                 "summary": redact_text(outcome.summary)[:2000],
+                "cause": outcome.cause,
                 "evidence": outcome.evidence,
                 "job": job,
             },

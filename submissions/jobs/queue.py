@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 from datetime import timedelta
 
 from celery import current_app
@@ -20,7 +21,8 @@ from submissions.jobs.state import (
 from submissions.jobs.types import cap_log
 from submissions.models import Job, Submission
 from submissions.redact import redact_text
-from submissions.runs.replay import log
+
+log = logging.getLogger(__name__)
 
 # One pool for publishing: a broker that hangs (celery/celery#4556) blocks a pool thread,
 # never the web request, which waits at most ENQUEUE_TIMEOUT_SECONDS.

@@ -28,7 +28,7 @@ from submissions.checks.store import checks_store
 from submissions.deps.prepare import dependencies
 from submissions.intake.trees import submission_tree
 from submissions.jobs.types import JobError, Outcome, Progress
-from submissions.models import Job, Submission
+from submissions.models import CheckResult, Job, Submission
 from submissions.redact import redact_text
 from submissions.sandbox.slots import (
     Slot,
@@ -123,7 +123,8 @@ def probe_run(job: Job, progress: Progress) -> Outcome:
                 report = probe_in_sandbox(tree, config, slot=slot.with_site(prepared.site))
     except SandboxUnavailable as exc:
         reason = f"the service probe needs the sandbox: {exc.cause}"
-        checks_store(submission, job, service_error_outcomes(reason))
+        outcomes = service_error_outcomes(reason, cause=CheckResult.Cause.SANDBOX)
+        checks_store(submission, job, outcomes)
         raise JobError(reason) from None
     except ProbeDriverError as exc:
         checks_store(

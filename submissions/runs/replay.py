@@ -35,7 +35,7 @@ from submissions.checks.store import checks_store
 from submissions.deps.prepare import dependencies
 from submissions.intake.trees import submission_tree
 from submissions.jobs.types import JobError, Outcome, Progress
-from submissions.models import Job, Recording, Submission
+from submissions.models import CheckResult, Job, Recording, Submission
 from submissions.sandbox.slots import Slot, sandbox_slot
 from submissions.sandbox.types import SandboxUnavailable
 
@@ -192,7 +192,7 @@ def replay_run(job: Job, progress: Progress) -> Outcome:
                 outcomes, run1 = _replay(submission, tree, command, slot, progress)
     except SandboxUnavailable as exc:
         reason = f"the replay needs the sandbox: {exc.cause}"
-        checks_store(submission, job, replay_error_outcomes(reason))
+        checks_store(submission, job, replay_error_outcomes(reason, CheckResult.Cause.SANDBOX))
         raise JobError(reason) from exc
     checks_store(submission, job, [env_check, *outcomes])
     progress.step("done", 100)

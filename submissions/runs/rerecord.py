@@ -12,12 +12,12 @@ from cassettes_app.analysis import Analyzer
 from cassettes_app.diff import diff_turns
 from cassettes_app.formats import parse_path
 from cassettes_app.pairing import Pairing, file_turns, pair_files
+from submissions.assignments import analysis_config
 from submissions.intake.archive import ArchiveRejected
 from submissions.intake.rerecord import rerecord_tree_path
 from submissions.intake.trees import archive_tree, submission_tree
 from submissions.jobs.types import JobError, Outcome, Progress
 from submissions.models import Job, Recording, Rerecord, RerecordPair, Submission
-from submissions.runs.analysis import analysis_config
 
 _BATCH = 200
 

@@ -16,19 +16,22 @@ from cassettes_app.formats import parse_path
 from cassettes_app.formats.base import TraceHop
 from submissions.checks.environment import env_dependencies_installed
 from submissions.checks.store import checks_store
-from submissions.checks.trace_live import (
-    RowResult,
-    judge_redrive,
+from submissions.checks.trace_live.idempotency import (
     probe_body_from_hops,
-    redrive_requests,
     trace_idempotency_enforced,
-    trace_live_match,
 )
+from submissions.checks.trace_live.live import trace_live_match
+from submissions.checks.trace_live.redrive import (
+    REDRIVE_BUDGET_SECONDS,
+    answers_from_driver,
+    redrive_requests,
+    trace_live_match_from_redrive,
+)
+from submissions.checks.trace_live.rows import GIVE_UP_AFTER, RowResult
 from submissions.deps.prepare import dependencies
 from submissions.intake.trees import submission_tree
 from submissions.jobs.types import JobError, Outcome, Progress
-from submissions.models import Job, Recording, Submission, TraceRow
-from submissions.net.outbound import SafeResponse
+from submissions.models import CheckResult, Job, Recording, Submission, TraceRow
 from submissions.sandbox.slots import Slot, sandbox_slot
 from submissions.sandbox.types import RUNTIME_FILES, SandboxUnavailable
 
@@ -79,6 +82,8 @@ def redrive_in_sandbox(
         "timeout": settings.TRACE_TIMEOUT_SECONDS,
         "max_bytes": settings.TRACE_MAX_BYTES,
         "start_timeout": 20,
+        "give_up_after": GIVE_UP_AFTER,
+        "budget": REDRIVE_BUDGET_SECONDS,
     }
     nonce = "CR-" + secrets.token_hex(16) + ":"
     with slot.workspace(tree) as workspace:
@@ -106,21 +111,8 @@ def redrive_in_sandbox(
             f"re-drive: {report['error']}",
             [{"message": "stub output", "output": report.get("log", ""), "mode": "redrive"}],
         ), []
-    answers: list[SafeResponse | str] = []
-    for answer in report["answers"]:
-        if "error" in answer:
-            answers.append(answer["error"])
-        else:
-            answers.append(
-                SafeResponse(
-                    url=base_url,
-                    status=int(answer["status"]),
-                    headers=[tuple(h) for h in answer["headers"]],
-                    body=answer["body"].encode("utf-8"),
-                    truncated=bool(answer["truncated"]),
-                )
-            )
-    return judge_redrive(
+    answers = answers_from_driver(report["answers"], base_url)
+    return trace_live_match_from_redrive(
         hops, answers, base_url=base_url, path=path, max_rows=settings.TRACE_MAX_ROWS
     )
 
@@ -185,10 +177,9 @@ def trace_run(job: Job, progress: Progress) -> Outcome:
                             slot=slot.with_site(prepared.site),
                         )
         except SandboxUnavailable as exc:
-            live, rows = (
-                CheckOutcome(LIVE_MATCH, "error", f"re-drive needs the sandbox: {exc.cause}"),
-                [],
-            )
+            summary = f"re-drive needs the sandbox: {exc.cause}"
+            live = CheckOutcome(LIVE_MATCH, "error", summary, cause=CheckResult.Cause.SANDBOX)
+            rows = []
         else:
             _store_rows(submission, rows, "redrive")
     if live is None:

@@ -36,7 +36,9 @@ def run(root: Path, config: AnalysisConfig = CASSETTE) -> tuple[Analyzer, dict[s
     for _ in analyzer.files():
         pass
     list(analyzer.secret_hits())
-    return analyzer, {outcome.id: outcome for outcome in analyzer.checks()}
+    # The cassettes.* outcomes: the trace, ledger and docs ones have their own tests.
+    checks = {outcome.id: outcome for outcome in analyzer.checks()}
+    return analyzer, {cid: o for cid, o in checks.items() if cid.startswith("cassettes.")}
 
 
 def cassette(text: str, *, i: int = 0, recorded_at: str = "2026-11-20T09:00:00Z") -> dict:

@@ -23,15 +23,15 @@ SANDBOX_ERROR = (
 
 
 class _Check:
-    def __init__(self, check_id: str, status: str, summary: str = "s") -> None:
-        self.check_id, self.status, self.summary = check_id, status, summary
+    def __init__(self, check_id: str, status: str, summary: str = "s", cause: str = "") -> None:
+        self.check_id, self.status, self.summary, self.cause = check_id, status, summary, cause
 
 
 def test_the_headline_counts_flaws_apart_from_checks_that_could_not_run() -> None:
     checks = [
         _Check("cassettes.keys_match", "fail", "2 of 9 keys differ"),
         _Check("cassettes.fresh", "fail", "3 older than 42 days"),
-        _Check("replay.offline_pass", "error", SANDBOX_ERROR),
+        _Check("replay.offline_pass", "error", SANDBOX_ERROR, "sandbox"),
         _Check("cassettes.no_secrets", "pass"),
         _Check("cassettes.pruned", "skip"),
     ]
@@ -48,6 +48,16 @@ def test_the_headline_counts_flaws_apart_from_checks_that_could_not_run() -> Non
     assert verdict_for([], submission_status="received").headline == "No checks yet"
 
 
+def test_the_verdict_reads_the_cause_not_the_words_of_the_summary() -> None:
+    """Whether the sandbox kept a check from running is the result's cause field."""
+    caused = _Check("replay.offline_pass", "error", "bwrap: uid map: Permission denied", "sandbox")
+    v = verdict_for([caused], submission_status="ready")
+    assert v.environment_blocked and v.could_not_run[0].environment
+    assert "set the sandbox up" in v.next_action
+    worded = _Check("replay.offline_pass", "error", "the suite says it needs the sandbox")
+    assert not verdict_for([worded], submission_status="ready").environment_blocked
+
+
 @pytest.fixture
 def flawed(reviewer, assignment, candidate):
     with mock.patch.object(queue, "job_enqueue", return_value=True):
@@ -59,14 +69,16 @@ def flawed(reviewer, assignment, candidate):
             uploaded_by=reviewer,
         ).submission
     rows = [
-        ("cassettes.keys_match", "fail", "2 of 9 stored keys differ from the recomputed ones"),
-        ("replay.offline_pass", "error", SANDBOX_ERROR),
-        ("replay.byte_identical", "error", "run 2 was killed after 600 s"),
-        ("cassettes.no_secrets", "pass", "no credentials"),
-        ("cassettes.pruned", "skip", "not for this shape"),
+        ("cassettes.keys_match", "fail", "2 of 9 stored keys differ from the recomputed ones", ""),
+        ("replay.offline_pass", "error", SANDBOX_ERROR, "sandbox"),
+        ("replay.byte_identical", "error", "run 2 was killed after 600 s", ""),
+        ("cassettes.no_secrets", "pass", "no credentials", ""),
+        ("cassettes.pruned", "skip", "not for this shape", ""),
     ]
-    for check_id, status, summary in rows:
-        CheckResult.objects.create(submission=s, check_id=check_id, status=status, summary=summary)
+    for check_id, status, summary, cause in rows:
+        CheckResult.objects.create(
+            submission=s, check_id=check_id, status=status, summary=summary, cause=cause
+        )
     return s
 
 

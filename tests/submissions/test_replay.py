@@ -22,7 +22,7 @@ from submissions.checks.replay_compare import (
 )
 from submissions.intake.upload import submission_create
 from submissions.jobs import queue
-from submissions.jobs.engine import job_execute
+from submissions.jobs.inline import jobs_run_inline
 from submissions.models import Candidate, CheckResult, Job, Recording
 from submissions.runs.replay import choose_probes, recording_dirs
 from submissions.sandbox.types import RunResult
@@ -377,13 +377,13 @@ def test_without_the_sandbox_replay_ends_in_error_with_the_cause(settings) -> No
             candidate=candidate,
             assignment=assignment,
         ).submission
-        while job := s.jobs.filter(state=Job.State.QUEUED).order_by("pk").first():
-            job_execute(job_id=job.pk)
+        jobs_run_inline(submission=s)
     replay = s.jobs.get(kind=Job.Kind.REPLAY)
     assert replay.state == Job.State.ERROR
     assert "bwrap" in replay.error
     check = s.checks.get(check_id="replay.offline_pass")
     assert check.status == "error" and "bwrap" in check.summary
+    assert check.cause == "sandbox"  # a fact the pages read, not the words
 
 
 def test_probes_prefer_recordings_whose_removal_must_matter() -> None:

@@ -16,7 +16,7 @@ from cassettes_app.keys import recompute_key
 from cassettes_app.pairing import MAX_TURNS, Pairing, file_turns, pair_files
 from submissions.assignments import assignment_values
 from submissions.jobs import queue
-from submissions.jobs.engine import job_execute
+from submissions.jobs.inline import jobs_run_inline
 from submissions.models import Job, Rerecord
 from tests.archive_factories import zip_bytes
 from tests.conftest import ingest_inline, make_zip
@@ -183,8 +183,7 @@ def _upload(client, submission, data: bytes, name: str = "rerecord.zip"):
     url = reverse("rerecord_upload", args=[submission.pk])
     with mock.patch.object(queue, "job_enqueue", return_value=True):
         response = client.post(url, {"archive": upload})
-        for job in submission.jobs.filter(kind=Job.Kind.RERECORD, state=Job.State.QUEUED):
-            job_execute(job_id=job.pk)
+        jobs_run_inline(submission=submission)
     return response
 
 

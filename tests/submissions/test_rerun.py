@@ -12,6 +12,7 @@ from submissions.assignments import assignment_apply, assignment_values
 from submissions.intake.upload import submission_create
 from submissions.jobs import queue
 from submissions.jobs.engine import job_execute
+from submissions.jobs.inline import jobs_run_inline
 from submissions.jobs.rerun import RerunRefused, submission_rerun
 from submissions.models import Candidate, Job, Submission
 from tests.conftest import SMALL_REPO, ingest_inline, make_zip
@@ -28,8 +29,7 @@ def _judged() -> Submission:
 
 def _run_queued(submission: Submission) -> None:
     with mock.patch.object(queue, "job_enqueue", return_value=True):
-        while job := submission.jobs.filter(state=Job.State.QUEUED).order_by("pk").first():
-            job_execute(job_id=job.pk)
+        jobs_run_inline(submission=submission)
 
 
 @pytest.mark.django_db

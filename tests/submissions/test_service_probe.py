@@ -32,7 +32,7 @@ from submissions.checks.service_report import (
 )
 from submissions.intake.upload import submission_create
 from submissions.jobs import queue
-from submissions.jobs.engine import job_execute
+from submissions.jobs.inline import jobs_run_inline
 from submissions.models import Assignment, Candidate, CheckResult, Job
 from tests.conftest import ingest_inline, make_zip
 
@@ -520,6 +520,7 @@ def test_without_the_sandbox_the_probe_ends_in_error_with_the_cause(settings) ->
     assert "bwrap" in job.error
     for cid in ("service.starts", "service.schema_valid", "service.caches"):
         assert checks[cid].status == "error" and "bwrap" in checks[cid].summary
+        assert checks[cid].cause == "sandbox"  # a fact the pages read, not the words
     # The static ledger result stays: the probe never ran.
     assert checks["ledger.consistent"].job.kind == Job.Kind.ANALYSIS
 
@@ -536,6 +537,5 @@ def test_no_probe_is_queued_without_a_service_start_command() -> None:
             candidate=candidate,
             assignment=assignment,
         ).submission
-        while job := s.jobs.filter(state=Job.State.QUEUED).order_by("pk").first():
-            job_execute(job_id=job.pk)
+        jobs_run_inline(submission=s)
     assert not s.jobs.filter(kind=Job.Kind.PROBE).exists()

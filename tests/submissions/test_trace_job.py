@@ -15,10 +15,10 @@ import yaml
 
 from reviewer.ops.demo import DEMO_DIR
 from submissions.assignments import assignment_values
-from submissions.checks.trace_live import redrive
 from submissions.models import Job, TraceRow
 from submissions.runs.trace import trace_hops
 from tests.conftest import ingest_inline
+from tests.stubs.redrive import redrive_here
 
 REPOS = DEMO_DIR / "repos"
 
@@ -79,7 +79,7 @@ def test_live_stub_rows_match_and_idempotency_is_probed(live_stub, settings) -> 
     path = REPOS / "shop-trace-good" / "replay.jsonl"
     from cassettes_app.formats import parse_path
 
-    redrive(parse_path(str(path)).hops, url, allow=["127.0.0.0/8"])
+    redrive_here(parse_path(str(path)).hops, url)
     s, checks = _ingest("shop-trace-good", _values(stub_start_command=""), stub_url=url)
     assert s.jobs.get(kind=Job.Kind.TRACE).state == Job.State.PASSED
     assert checks["trace.live_match"].status == "pass", checks["trace.live_match"].summary
@@ -166,8 +166,10 @@ def test_a_sandbox_that_fails_to_start_keeps_the_idempotency_outcome(settings, m
     assert (
         live.summary == "re-drive needs the sandbox: bwrap: setting up uid map: Permission denied"
     )
+    assert live.cause == "sandbox"
     probe = checks["trace.idempotency_enforced"]
     assert probe.status == "error" and "loopback" in probe.summary
+    assert probe.cause == ""  # the live stub's own answer, not the sandbox
     job = s.jobs.get(kind=Job.Kind.TRACE)
     assert job.state == Job.State.ERROR
     assert "internal error" not in job.error

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -10,23 +11,25 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from cassettes_app.formats import parse_path
 from cassettes_app.formats.base import TraceHop
 from cassettes_app.hops import is_model_hop, stub_hops
-from submissions.checks.trace_live import (
-    RowResult,
-    json_equal,
-    mask_volatile,
+from submissions.checks.trace_live.idempotency import (
     probe_body_from_hops,
-    redrive,
     trace_idempotency_enforced,
-    trace_live_match,
 )
+from submissions.checks.trace_live.live import trace_live_match
+from submissions.checks.trace_live.redrive import mask_volatile
+from submissions.checks.trace_live.rows import RowResult, json_equal
+from submissions.runs.trace import redrive_in_sandbox
+from submissions.sandbox.runtime import redrive_driver as driver
 from tests.stubs.demo import REPOS, DemoStub
 from tests.stubs.guard import ConnectGuard, FakeResolver
+from tests.stubs.redrive import redrive_here
 from tests.stubs.servers import (
     HugeHandler,
     RedirectHandler,
@@ -167,7 +170,7 @@ def test_good_stub_matches_and_persists_across_a_restart(
     good_stub: DemoStub, good_hops: list[TraceHop]
 ) -> None:
     # The fresh stub learns the trace's hops by re-driving them (same keys, same trace ids).
-    outcome, rows = redrive(good_hops, good_stub.url, path="replay.jsonl", allow=LOOPBACK, **FAST)
+    outcome, rows = redrive_here(good_hops, good_stub.url, path="replay.jsonl", timeout=1.0)
     assert outcome.status == "pass", outcome.summary
     assert outcome.evidence[0]["mode"] == "redrive" and "re-drive" in outcome.summary
     assert set(outcomes(rows).values()) == {"match"} and len(rows) == 4
@@ -195,7 +198,7 @@ def test_good_stub_matches_and_persists_across_a_restart(
 def test_restarted_stub_without_memory_gives_missing_rows(
     good_stub: DemoStub, good_hops: list[TraceHop]
 ) -> None:
-    redrive(good_hops, good_stub.url, allow=LOOPBACK, **FAST)
+    redrive_here(good_hops, good_stub.url, timeout=1.0)
     good_stub.restart(keep_state=False)
     outcome, rows = trace_live_match(
         good_hops, good_stub.url, path="replay.jsonl", allow=LOOPBACK, **FAST
@@ -359,8 +362,6 @@ def test_stub_url_refused_by_the_guard(
     assert rows == []
     probe = trace_idempotency_enforced(url, allow=[])
     assert probe.status == "error" and "refused" in probe.summary
-    outcome, _ = redrive(good_hops, url, allow=[])
-    assert outcome.status == "error" and "refused" in outcome.summary
     assert guard.attempts == []
 
 
@@ -385,7 +386,7 @@ def test_time_budget_bounds_the_work(good_hops: list[TraceHop], good_stub: DemoS
     )
     assert outcome.status == "error"
     assert all("time budget" in (r.error or "") for r in rows[1:])
-    outcome, rows = redrive(good_hops, good_stub.url, allow=LOOPBACK, budget=0.0, **FAST)
+    outcome, rows = redrive_here(good_hops, good_stub.url, budget=0.0, timeout=1.0)
     assert outcome.status == "error"
     assert all("time budget" in (r.error or "") for r in rows[1:])
 
@@ -478,7 +479,7 @@ def conflict_trace() -> list[TraceHop]:
 
 
 def test_redrive_conflict_trace_matches_good_stub(good_stub: DemoStub) -> None:
-    outcome, rows = redrive(conflict_trace(), good_stub.url, allow=LOOPBACK, **FAST)
+    outcome, rows = redrive_here(conflict_trace(), good_stub.url, timeout=1.0)
     assert outcome.status == "pass", outcome.summary
     assert outcomes(rows) == {1: "match", 2: "match", 3: "match"}
 
@@ -487,11 +488,11 @@ def test_redrive_against_flawed_stub_mismatches_on_the_409_hop(
     flawed_stub: DemoStub, good_hops: list[TraceHop]
 ) -> None:
     # The good demo trace has no 409 hop, so it replays cleanly even on the flawed stub ...
-    outcome, _ = redrive(good_hops, flawed_stub.url, allow=LOOPBACK, **FAST)
+    outcome, _ = redrive_here(good_hops, flawed_stub.url, timeout=1.0)
     assert outcome.status == "pass"
     # ... a trace with a conflict shows the missing 409 branch.
     flawed_stub.restart(keep_state=False)
-    outcome, rows = redrive(conflict_trace(), flawed_stub.url, allow=LOOPBACK, **FAST)
+    outcome, rows = redrive_here(conflict_trace(), flawed_stub.url, timeout=1.0)
     assert outcome.status == "fail" and outcome.evidence[0]["mode"] == "redrive"
     assert outcomes(rows) == {1: "match", 2: "match", 3: "mismatch"}
     diffs = {d["field"]: (d["file"], d["live"]) for d in rows[2].differences}
@@ -502,9 +503,7 @@ def test_redrive_against_flawed_stub_mismatches_on_the_409_hop(
 def test_redrive_flawed_trace_shows_the_unlogged_key(
     flawed_stub: DemoStub, flawed_hops: list[TraceHop]
 ) -> None:
-    outcome, rows = redrive(
-        flawed_hops, flawed_stub.url, path="replay.jsonl", allow=LOOPBACK, **FAST
-    )
+    outcome, rows = redrive_here(flawed_hops, flawed_stub.url, path="replay.jsonl", timeout=1.0)
     assert outcome.status == "fail"
     assert outcomes(rows) == {2: "mismatch", 5: "match", 8: "match"}
     assert {d["field"]: (d["file"], d["live"]) for d in rows[0].differences}["status"] == (201, 400)
@@ -514,7 +513,7 @@ def test_redrive_masks_volatile_fields(good_hops: list[TraceHop], good_stub: Dem
     """Recorded ids that differ from a fresh stub's are masked, statuses still compared."""
     hops = copy.deepcopy(stub_hops(good_hops))
     hops[0].resp = {**hops[0].resp, "id": "ord_0000000000aa"}
-    outcome, _ = redrive(hops, good_stub.url, allow=LOOPBACK, **FAST)
+    outcome, _ = redrive_here(hops, good_stub.url, timeout=1.0)
     assert outcome.status == "pass", outcome.summary
 
 
@@ -522,7 +521,81 @@ def test_redrive_never_forwards_recorded_secrets(good_hops: list[TraceHop]) -> N
     hop = copy.deepcopy(stub_hops(good_hops)[0])
     hop.request_headers.append(("Authorization", "Bearer sk-secret"))
     with StubServer(RedirectHandler, location="/final") as stub:
-        redrive([hop], stub.url, allow=LOOPBACK, **FAST)
+        redrive_here([hop], stub.url, timeout=1.0)
     sent = stub.hits[0]["headers"]
     assert "Authorization" not in sent
     assert sent["Idempotency-Key"] == hop.idempotency_key and sent["X-Trace-Id"] == hop.trace_id
+
+
+# --- re-drive: the sandbox driver's give-up and time-budget rules ---------------------------
+
+
+def test_redrive_gives_up_after_three_requests_in_a_row_without_an_answer() -> None:
+    replies = iter([{"error": "refused"}, {"error": "refused"}, {"status": 201}])
+    sent = []
+
+    def send(request: dict) -> dict:
+        sent.append(request["line"])
+        return next(replies, {"error": "refused"})
+
+    answers = driver.send_all([{"line": n} for n in range(1, 9)], send, 3, None)
+    # An answer resets the count: lines 4, 5, 6 fail in a row, 7 and 8 are not sent.
+    assert sent == [1, 2, 3, 4, 5, 6]
+    assert answers[6:] == [{"error": "not sent: the stub stopped answering"}] * 2
+
+
+def test_redrive_stops_sending_once_its_time_budget_is_used_up() -> None:
+    clock = iter([100.0, 100.0, 105.0, 110.5, 111.0]).__next__  # the first is the start
+    sent = []
+    answers = driver.send_all(
+        [{"line": n} for n in range(1, 5)],
+        lambda r: sent.append(r["line"]) or {"status": 200},
+        3,
+        10.0,
+        clock=clock,
+    )
+    assert sent == [1, 2]
+    assert answers[2:] == [{"error": "not sent: the time budget of 10 s was used up"}] * 2
+
+
+class _DriverHereSlot:
+    """A slot that runs the re-drive driver's sending part here, on a loopback port where
+    nothing listens (the spec as the trace job wrote it; only the stub start is left out)."""
+
+    trusted_python = ["python3"]
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.spec: dict = {}
+
+    @contextlib.contextmanager
+    def workspace(self, tree: Path) -> Iterator[Path]:
+        yield self.tmp_path
+
+    def run(self, argv: list[str], *, workspace: Path) -> SimpleNamespace:
+        spec_name, nonce = argv[-2], argv[-1]
+        self.spec = json.loads((workspace / spec_name).read_text())
+        dead = f"127.0.0.1:{free_port()}"
+        for request in self.spec["requests"]:
+            request["url"] = request["url"].replace(f"127.0.0.1:{self.spec['port']}", dead)
+        opener = driver.opener_without_proxy()
+        answers = driver.send_all(
+            self.spec["requests"],
+            lambda r: driver.send_one(opener, r, 1.0, self.spec["max_bytes"]),
+            self.spec["give_up_after"],
+            self.spec["budget"],
+        )
+        line = nonce + json.dumps({"answers": answers, "log": ""})
+        return SimpleNamespace(stdout=line.encode(), stderr=b"", exit_code=0)
+
+
+def test_the_trace_jobs_redrive_gives_up_on_a_stub_that_stopped_answering(
+    good_hops: list[TraceHop], tmp_path: Path
+) -> None:
+    slot = _DriverHereSlot(tmp_path)
+    outcome, rows = redrive_in_sandbox(good_hops, tmp_path, "python shop_stub.py",
+                                       path="replay.jsonl", slot=slot)  # fmt: skip
+    assert slot.spec["give_up_after"] == 3 and slot.spec["budget"] == 120.0
+    assert outcome.status == "error" and outcome.evidence[0]["mode"] == "redrive"
+    assert [r.error.startswith("URLError") for r in rows] == [True, True, True, False]
+    assert rows[3].error == "not sent: the stub stopped answering"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-import time
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
@@ -11,8 +9,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import URLValidator
 
 from submissions.intake.upload import UploadRejected, submission_create
-from submissions.jobs.engine import job_execute
-from submissions.models import Assignment, Candidate, Job, Submission
+from submissions.jobs.inline import JobsPending, jobs_run_inline, jobs_wait
+from submissions.models import Assignment, Candidate
 
 
 class Command(BaseCommand):
@@ -76,39 +74,15 @@ class Command(BaseCommand):
             raise CommandError(f"{archive}: rejected: {result.reason}")
         self.stderr.write(f"submission {submission.pk} stored (sha256 {submission.archive_sha256})")
         if options["inline"]:
-            self._run_inline(submission)
+            jobs_run_inline(submission=submission, report=self.stderr.write)
         elif options["wait"]:
-            self._wait(submission, float(options["timeout"]))  # type: ignore[arg-type]
-        self.stdout.write(str(submission.pk))
-
-    def _run_inline(self, submission: Submission) -> None:
-        """Run queued jobs here until none is left (jobs may create follow-up jobs)."""
-        while job := submission.jobs.filter(state=Job.State.QUEUED).order_by("pk").first():
-            self.stderr.write(f"running {job.kind} job {job.pk}")
-            state = job_execute(job_id=job.pk)
-            self.stderr.write(f"{job.kind} job {job.pk}: {state}")
-
-    def _wait(self, submission: Submission, timeout: float) -> None:
-        """Poll the jobs, reporting changes on stderr, until all have ended."""
-        deadline = time.monotonic() + timeout
-        seen: dict[int, tuple[str, int, str]] = {}
-        while True:
-            jobs = list(submission.jobs.order_by("pk"))
-            for job in jobs:
-                now = (job.state, job.progress, job.step)
-                if seen.get(job.pk) != now:
-                    seen[job.pk] = now
-                    line = f"{job.kind} job {job.pk}: {job.state} {job.progress}% {job.step}"
-                    if job.error:
-                        line += f" — {job.error}"
-                    self.stderr.write(line)
-            if jobs and all(job.is_final for job in jobs):
-                return
-            if time.monotonic() > deadline:
-                self.stdout.write(str(submission.pk))
-                raise CommandError(
-                    f"jobs still pending after {timeout:.0f} s: is a worker running? "
-                    "(start one with `make worker`, or use --inline)"
+            try:
+                jobs_wait(
+                    submission=submission,
+                    timeout=float(options["timeout"]),  # type: ignore[arg-type]
+                    report=self.stderr.write,
                 )
-            sys.stderr.flush()
-            time.sleep(0.5)
+            except JobsPending as exc:
+                self.stdout.write(str(submission.pk))
+                raise CommandError(str(exc)) from None
+        self.stdout.write(str(submission.pk))

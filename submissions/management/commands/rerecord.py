@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from submissions.intake.rerecord import rerecord_create
 from submissions.intake.upload import UploadRejected
-from submissions.management.commands.ingest import Command as IngestCommand
+from submissions.jobs.inline import JobsPending, jobs_run_inline, jobs_wait
 from submissions.models import Rerecord, Submission
 
 
-class Command(IngestCommand):
+class Command(BaseCommand):
     help = (
         "Compare a submission's recordings with their re-recorded versions (an archive of the "
         "same repository with its recordings made again). With --wait or --inline, prints each "
@@ -48,9 +48,17 @@ class Command(IngestCommand):
         if not created:
             self.stderr.write(f"already uploaded as re-record {rerecord.pk}")
         if options["inline"]:
-            self._run_inline(submission)
+            jobs_run_inline(submission=submission, report=self.stderr.write)
         elif options["wait"]:
-            self._wait(submission, float(options["timeout"]))  # type: ignore[arg-type]
+            try:
+                jobs_wait(
+                    submission=submission,
+                    timeout=float(options["timeout"]),  # type: ignore[arg-type]
+                    report=self.stderr.write,
+                )
+            except JobsPending as exc:
+                self.stdout.write(str(submission.pk))
+                raise CommandError(str(exc)) from None
         rerecord.refresh_from_db()
         self._summary(rerecord)
         self.stdout.write(str(rerecord.pk))

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from submissions.jobs.inline import JobsPending, jobs_run_inline, jobs_wait
 from submissions.jobs.rerun import RERUN_KINDS, RerunRefused, submission_rerun
-from submissions.management.commands.ingest import Command as IngestCommand
 from submissions.models import Job, Submission
 
 
-class Command(IngestCommand):
+class Command(BaseCommand):
     help = (
         "Run a submission's jobs again: every job (analysis first, which queues the rest) or "
         "one kind. For a demo judged before the sandbox was installed, after the assignment "
@@ -38,9 +38,17 @@ class Command(IngestCommand):
             raise CommandError(f"submission {submission.pk}: {exc}") from None
         self.stderr.write(f"queued {job.kind} job {job.pk}")
         if options["inline"]:
-            self._run_inline(submission)
+            jobs_run_inline(submission=submission, report=self.stderr.write)
         elif options["wait"]:
-            self._wait(submission, float(options["timeout"]))  # type: ignore[arg-type]
+            try:
+                jobs_wait(
+                    submission=submission,
+                    timeout=float(options["timeout"]),  # type: ignore[arg-type]
+                    report=self.stderr.write,
+                )
+            except JobsPending as exc:
+                self.stdout.write(str(submission.pk))
+                raise CommandError(str(exc)) from None
         for ended in submission.jobs.filter(pk__gte=job.pk).order_by("pk"):
             note = f": {ended.error}" if ended.error else ""
             self.stderr.write(f"{ended.kind} job {ended.pk}: {ended.state}{note}")
