@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from submissions.models import Submission
+from submissions.models import Assignment, Submission
 
 
 class RubricTemplate(models.Model):
@@ -141,3 +141,17 @@ class ScoreEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} by {self.actor} at {self.at:%Y-%m-%d %H:%M}"
+
+
+class TableGeneration(models.Model):
+    """How many times what an assignment's comparison table shows has changed: the table is
+    cached under this number (reviewer/cohort/table_cache.py). Moved on by an UPDATE in the
+    transaction of the change, so a request sees new rows and the new number together."""
+
+    assignment = models.OneToOneField(
+        Assignment, on_delete=models.CASCADE, primary_key=True, related_name="table_generation"
+    )
+    value = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.assignment_id}: {self.value}"

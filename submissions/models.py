@@ -51,8 +51,6 @@ class Assignment(models.Model):
     # The rubric is named by slug: rubrics live in `reviewer`, which depends on this app,
     # never the other way round.
     rubric = models.SlugField(max_length=80, blank=True)
-    # Moves on with every change the comparison table shows (see reviewer/cohort/table_cache.py).
-    table_generation = models.PositiveBigIntegerField(default=0, editable=False)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -61,20 +59,6 @@ class Assignment(models.Model):
 
     def __str__(self) -> str:
         return self.title
-
-    def save(self, *args: object, **kwargs: object) -> None:
-        """Save, never writing back the table generation this instance was loaded with.
-
-        Other transactions move it on with an UPDATE; writing an older value back would
-        bring a stale cached comparison table back to life.
-        """
-        if not self._state.adding and kwargs.get("update_fields") is None:
-            kwargs["update_fields"] = [
-                f.name
-                for f in self._meta.concrete_fields
-                if not f.primary_key and f.name != "table_generation"
-            ]
-        super().save(*args, **kwargs)
 
     def get_absolute_url(self) -> str:
         return reverse("assignment", args=[self.slug])

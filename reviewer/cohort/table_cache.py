@@ -2,14 +2,14 @@
 
 A hiring lead's comparison of 1,000 candidates reads every score, review and check of the
 cohort; between two score saves it is the same table for every lead. It is cached under the
-assignment's `table_generation`, which any save or delete of a row the table is built from
+assignment's `TableGeneration`, which any save or delete of a row the table is built from
 moves on (names and rubrics show in every assignment's table: they move all of them).
 
-The generation is a column, moved by an UPDATE in the same transaction as the change: a
-request sees the new rows and the new generation together, and a rolled-back change moves
-nothing. Signals catch the ORM's saves and deletes. The `.update()` calls on such rows
-(a submission's status, a review's `updated`) change nothing the table shows; one that
-does must call `bump` itself.
+The generation is a row of this app, made with its assignment and moved by an UPDATE in the
+same transaction as the change: a request sees the new rows and the new generation
+together, and a rolled-back change moves nothing. Signals catch the ORM's saves and
+deletes. The `.update()` calls on such rows (a submission's status, a review's `updated`)
+change nothing the table shows; one that does must call `bump` itself.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from django.db.models import F
 from django.db.models.signals import post_delete, post_save
 
 from reviewer.fragments import fragment_cached
-from reviewer.models import Note, Review, RubricRow, RubricTemplate, Score
+from reviewer.models import Note, Review, RubricRow, RubricTemplate, Score, TableGeneration
 from submissions.models import Assignment, Candidate, CheckResult, Submission
 
 TTL = 24 * 3600
@@ -30,16 +30,21 @@ TTL = 24 * 3600
 
 def bump(assignment_id: int | None = None) -> None:
     """Move one assignment's generation on, or every assignment's when None."""
-    assignments = Assignment.objects.all()
+    generations = TableGeneration.objects.all()
     if assignment_id is not None:
-        assignments = assignments.filter(pk=assignment_id)
-    assignments.update(table_generation=F("table_generation") + 1)
+        generations = generations.filter(assignment_id=assignment_id)
+    generations.update(value=F("value") + 1)
 
 
 def cached_fragment(assignment: Assignment, query: str, build: Callable[[], str]) -> str:
-    """`build()`'s HTML for this assignment (as loaded) and query string, until a change."""
+    """`build()`'s HTML for this assignment and query string, until a change. Load the
+    assignment with `select_related("table_generation")` to read it in the same query."""
+    try:
+        generation = assignment.table_generation.value  # type: ignore[attr-defined]  # reverse one-to-one
+    except TableGeneration.DoesNotExist:
+        return build()  # no generation to key on (made outside the ORM): never cache
     # The creation time too: SQLite may give a deleted assignment's id to a new one.
-    signature = (assignment.created.timestamp(), assignment.table_generation, query)
+    signature = (assignment.created.timestamp(), generation, query)
     return fragment_cached("compare", assignment.pk, signature, build, ttl=TTL)
 
 
@@ -95,5 +100,7 @@ def connect() -> None:
 
 
 def _on_assignment(instance: Assignment, created: bool = False, **_: Any) -> None:
-    if not created:
+    if created:
+        TableGeneration.objects.get_or_create(assignment=instance)
+    else:
         bump(instance.pk)

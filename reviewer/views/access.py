@@ -44,4 +44,5 @@ def lead_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespon
 def get_assignment_for_lead(request: HttpRequest, slug: str) -> Assignment:
     """The assignment for a hiring lead's page, else 404 (for others, or an unknown slug)."""
     _ensure_lead(request)
-    return get_object_or_404(Assignment, slug=slug)
+    # The comparison table's generation comes along for its cache (cohort/table_cache.py).
+    return get_object_or_404(Assignment.objects.select_related("table_generation"), slug=slug)

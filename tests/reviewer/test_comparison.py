@@ -534,3 +534,25 @@ def test_each_line_links_its_candidate_side_by_side_with_the_next_one(
     pair = reverse("pairwise", args=[assignment.slug])
     assert f'href="{pair}?a={second.pk}&amp;b={first.pk}"' in _block(body, "Candidate 001")
     assert f'href="{pair}?a={first.pk}">pick…' in _block(body, "Candidate 000")  # the last
+
+
+def test_the_table_generation_lives_beside_the_assignment_in_the_reviewer_app(
+    client, lead, reviewer, assignment
+) -> None:
+    """A new assignment gets its generation row; a score change moves it on; an assignment
+    whose row is missing is served fresh every time rather than from an unkeyed cache."""
+    from reviewer.models import TableGeneration
+
+    (sub,) = _cohort(assignment, [reviewer], 1, scores=(1,))
+    before = TableGeneration.objects.get(assignment=assignment).value
+    Score.objects.filter(review__submission=sub).first().delete()
+    assert TableGeneration.objects.get(assignment=assignment).value > before
+    # The lower app holds no column for the upper one's cache.
+    assert "table_generation" not in [f.name for f in type(assignment)._meta.concrete_fields]
+
+    TableGeneration.objects.filter(assignment=assignment).delete()
+    client.force_login(lead)
+    url = reverse("comparison", args=[assignment.slug])
+    first = client.get(url).content.decode()
+    Score.objects.filter(review__submission=sub).delete()  # no generation to move on
+    assert client.get(url).content.decode() != first
