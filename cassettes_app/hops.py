@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from cassettes_app.formats.base import TraceHop
+from cassettes_app.parsed import TraceHop
 
 __all__ = [
     "EMPTY",

@@ -41,21 +41,15 @@ from cassettes_app.checks.catalog import MODEL_METADATA
 from cassettes_app.checks.runlog import RUN_LOG
 from cassettes_app.config import AnalysisConfig
 from cassettes_app.formats import parse_file
-from cassettes_app.formats.base import (
-    LedgerEntry,
-    ParsedFinding,
-    ParsedRecording,
-    ParseResult,
-    TraceHop,
-    looks_binary,
-)
 from cassettes_app.formats.conversation import SYNTHETIC
+from cassettes_app.formats.sniff import looks_binary
 from cassettes_app.keys import (
     DEFAULT_KEY_LENGTH,
     is_key_shape,
     mismatch_variants,
     recompute_key,
 )
+from cassettes_app.parsed import LedgerEntry, ParsedFinding, ParsedRecording, ParseResult, TraceHop
 from cassettes_app.providers import Exchange, normalise
 from cassettes_app.secrets import SecretHit, TextProfile
 

@@ -10,10 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cassettes_app.formats.base import (
-    ParsedFinding,
-)
 from cassettes_app.limits import MiB
+from cassettes_app.parsed import ParsedFinding
 
 _CHUNK = 1 * MiB
 

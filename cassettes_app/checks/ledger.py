@@ -13,7 +13,6 @@ from typing import Any
 
 from cassettes_app.checks import CheckOutcome, clipped, counted, skip
 from cassettes_app.checks.catalog import LEDGER_CONSISTENT
-from cassettes_app.formats.base import LedgerEntry
 from cassettes_app.formats.ledger import (
     CACHE_HIT,
     FALLBACK,
@@ -21,6 +20,7 @@ from cassettes_app.formats.ledger import (
     OTHER,
     classify_event,
 )
+from cassettes_app.parsed import LedgerEntry
 
 __all__ = ["CHECK_ID", "MAX_ATTEMPTS", "classify_event", "ledger_consistent"]
 

@@ -21,8 +21,8 @@ from cassettes_app.checks.catalog import (
     STUB_HOPS_PRESENT,
     TOOL_CALLS_REACH_STUB,
 )
-from cassettes_app.formats.base import TraceHop
 from cassettes_app.hops import MODEL, STUB, hop_kind, is_model_hop, json_body
+from cassettes_app.parsed import TraceHop
 from cassettes_app.providers import normalise
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 A new format is one module exposing `NAME`, `sniff(path, head)` and
 `parse(path, data, limits)`, plus one line in `FORMATS`. Every sniff answers how
-sure it is (base.NO .. base.SURE, from the content: known keys, several lines, the
+sure it is (formats/sniff.py: NO .. SURE, from the content: known keys, several lines, the
 inner shape); the surest reader parses the file, a tie going to the one listed
 first. JSON documents are told apart by their keys, JSON Lines by a sample of lines.
 
@@ -22,7 +22,6 @@ from cassettes_app import bodies
 from cassettes_app.formats import (
     agent_log,
     agents_trace,
-    base,
     cassette_json,
     exchange,
     explorer,
@@ -37,32 +36,12 @@ from cassettes_app.formats import (
     trace,
     vcr,
 )
-from cassettes_app.formats.base import (
-    Body,
-    LedgerEntry,
-    ParsedFinding,
-    ParsedInteraction,
-    ParsedMessage,
-    ParsedRecording,
-    ParseResult,
-    TraceHop,
-)
+from cassettes_app.formats.sniff import NO, jsonl_sample, looks_binary, looks_like, wide_encoding
 from cassettes_app.limits import DEFAULT_LIMITS, LoadError, ParseLimits
-from cassettes_app.providers.common import ToolCall
+from cassettes_app.parsed import ParsedFinding, ParseResult, Severity
 
 __all__ = [
     "FORMATS",
-    "Body",
-    "LedgerEntry",
-    "ParseLimits",
-    "ParseResult",
-    "ParsedFinding",
-    "ParsedInteraction",
-    "ParsedMessage",
-    "ParsedRecording",
-    "ToolCall",
-    "TraceHop",
-    "base",
     "by_name",
     "detect",
     "parse_file",
@@ -112,7 +91,7 @@ def rank(path: str, head: bytes) -> list[tuple[float, ModuleType]]:
             score = float(module.sniff(path, head))
         except Exception:  # noqa: S112 - a sniffer that trips simply does not claim the file
             continue
-        if score > base.NO:
+        if score > NO:
             scored.append((score, module))
     scored.sort(key=lambda pair: -pair[0])  # stable: the first listed wins a tie
     return scored
@@ -144,7 +123,7 @@ def parse_file(
         )
 
 
-def _finding(path: str, kind: str, severity: base.Severity, message: str) -> ParseResult:
+def _finding(path: str, kind: str, severity: Severity, message: str) -> ParseResult:
     return ParseResult("unknown", findings=[ParsedFinding(kind, severity, path, None, message)])
 
 
@@ -169,16 +148,16 @@ def _parse_file(
         inner_path = _strip_gz(path)
         if not data.strip():
             return _finding(path, "empty_file", "warn", "file is empty once decompressed")
-    wide = base.wide_encoding(data[:4])
+    wide = wide_encoding(data[:4])
     if wide:
         return _finding(path, "parse_error", "error", f"file is {wide} encoded; expected UTF-8")
     module = by_name(format_hint) if format_hint else None
     if module is None:
         module = detect(inner_path, data[:HEAD_BYTES])
     if module is None:
-        if base.looks_binary(data[:HEAD_BYTES]):
+        if looks_binary(data[:HEAD_BYTES]):
             return _finding(path, "unknown_format", "warn", "binary file, not a recording format")
-        family = base.looks_like(base.jsonl_sample(data[:HEAD_BYTES]))
+        family = looks_like(jsonl_sample(data[:HEAD_BYTES]))
         if family:
             return _finding(
                 path,

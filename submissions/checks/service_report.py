@@ -11,7 +11,7 @@ from typing import Any
 from django.conf import settings
 
 from cassettes_app.formats import parse_file
-from cassettes_app.formats.base import LedgerEntry
+from cassettes_app.parsed import LedgerEntry
 from submissions import sandbox
 from submissions.models import Assignment
 from submissions.redact import redact_text

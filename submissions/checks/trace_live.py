@@ -42,8 +42,9 @@ import httpx
 
 from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.catalog import IDEMPOTENCY_ENFORCED, LIVE_MATCH
-from cassettes_app.formats.base import TraceHop, get_header
+from cassettes_app.headers import get_header
 from cassettes_app.hops import stub_hops
+from cassettes_app.parsed import TraceHop
 from submissions.net.outbound import (
     DEFAULT_HEADERS,
     OutboundError,

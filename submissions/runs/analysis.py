@@ -21,7 +21,7 @@ from cassettes_app.checks.trace import (
     trace_stub_hops_present,
     trace_tool_calls_reach_stub,
 )
-from cassettes_app.formats.base import Body
+from cassettes_app.parsed import Body
 from cassettes_app.secrets import TextProfile, redact_message
 from submissions.blobs import BlobWriter, bulk_insert
 from submissions.checks.store import checks_store

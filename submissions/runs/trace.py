@@ -13,7 +13,7 @@ from django.conf import settings
 from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.catalog import IDEMPOTENCY_ENFORCED, LIVE_MATCH
 from cassettes_app.formats import parse_path
-from cassettes_app.formats.base import TraceHop
+from cassettes_app.parsed import TraceHop
 from submissions.checks.environment import env_dependencies_installed
 from submissions.checks.store import checks_store
 from submissions.checks.trace_live import (

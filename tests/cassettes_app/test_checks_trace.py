@@ -17,7 +17,7 @@ from cassettes_app.checks.trace import (
     trace_tool_calls_reach_stub,
 )
 from cassettes_app.formats import parse_path
-from cassettes_app.formats.base import TraceHop
+from cassettes_app.parsed import TraceHop
 from tests.paths import DEMO_REPOS
 
 DEMO = DEMO_REPOS

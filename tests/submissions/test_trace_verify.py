@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from cassettes_app.formats import parse_path
-from cassettes_app.formats.base import TraceHop
 from cassettes_app.hops import is_model_hop, stub_hops
+from cassettes_app.parsed import TraceHop
 from submissions.checks.trace_live import (
     RowResult,
     json_equal,
