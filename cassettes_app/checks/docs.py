@@ -11,7 +11,6 @@ import itertools
 import os
 import re
 import shlex
-import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 from cassettes_app.checks import CheckOutcome, skip
 from cassettes_app.checks.catalog import ENTRYPOINTS, REPLAY_NOTES
+from cassettes_app.safefiles import open_regular
 
 __all__ = [
     "ENTRYPOINTS",
@@ -50,14 +50,7 @@ _MAX_LISTING = 5000
 def _read(root: Path, rel: str) -> tuple[str | None, bool]:
     """(text, truncated) of a regular file under root, links not followed; None if unreadable."""
     try:
-        # O_NONBLOCK: a planted FIFO must not hang the check before the S_ISREG test.
-        fd = os.open(root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None, False
-    try:
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                return None, False
+        with open_regular(root, rel) as handle:
             data = handle.read(MAX_READ + 1)
     except OSError:
         return None, False

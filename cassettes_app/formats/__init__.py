@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
+from pathlib import PurePosixPath
 from types import ModuleType
 
 from cassettes_app import bodies
@@ -39,6 +39,7 @@ from cassettes_app.formats import (
 from cassettes_app.formats.sniff import NO, jsonl_sample, looks_binary, looks_like, wide_encoding
 from cassettes_app.limits import DEFAULT_LIMITS, LoadError, ParseLimits
 from cassettes_app.parsed import ParsedFinding, ParseResult, Severity
+from cassettes_app.safefiles import NotRegular, open_regular
 
 __all__ = [
     "FORMATS",
@@ -176,27 +177,42 @@ def _parse_file(
 def parse_path(
     path: str, display_path: str | None = None, limits: ParseLimits = DEFAULT_LIMITS
 ) -> ParseResult:
-    """Read a regular file (links not followed) under the size cap and parse it."""
+    """Read a regular file (no link anywhere under its tree) under the size cap and parse it.
+
+    When `path` ends with `display_path` (the file's path in the submission tree), the
+    part before it is the tree's root, so no folder of the hand-in on the way may be a link
+    either; otherwise the file is opened as its name in its own folder.
+    """
     name = display_path or path
+    root, rel = _root_and_rel(path, display_path)
     try:
-        # O_NONBLOCK so a planted FIFO cannot hang the worker before the S_ISREG check.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                return _finding(name, "unknown_format", "warn", "not a regular file; not parsed")
-            if info.st_size > limits.max_file_bytes:
+        with open_regular(root, rel) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > limits.max_file_bytes:
                 return _finding(
                     name,
                     "file_too_large",
                     "error",
-                    f"file is {info.st_size} bytes, over max_file_bytes "
+                    f"file is {size} bytes, over max_file_bytes "
                     f"({limits.max_file_bytes}); not parsed",
                 )
             # Ask for the file's own size (+1 to see growth): read(n) reserves n bytes up front.
-            data = handle.read(min(info.st_size, limits.max_file_bytes) + 1)
+            data = handle.read(min(size, limits.max_file_bytes) + 1)
+    except NotRegular:
+        return _finding(name, "unknown_format", "warn", "not a regular file; not parsed")
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return _finding(name, "parse_error", "error", "symbolic link; not followed")
         return _finding(name, "parse_error", "error", f"cannot read file: {exc.strerror or exc}")
     return parse_file(name, data, limits)
+
+
+def _root_and_rel(path: str, display_path: str | None) -> tuple[str, str]:
+    full = PurePosixPath(path)
+    if display_path:
+        rel = PurePosixPath(display_path)
+        n = len(rel.parts)
+        inside = not rel.is_absolute() and ".." not in rel.parts and 0 < n < len(full.parts)
+        if inside and full.parts[-n:] == rel.parts:
+            return str(PurePosixPath(*full.parts[:-n])), str(rel)
+    return str(full.parent), full.name
