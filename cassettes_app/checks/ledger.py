@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes_app.checks import CheckOutcome, clipped, counted, skip
+from cassettes_app.checks import CheckOutcome, counted, skip
 from cassettes_app.checks.catalog import LEDGER_CONSISTENT
 from cassettes_app.formats.ledger import (
     CACHE_HIT,
@@ -21,6 +21,7 @@ from cassettes_app.formats.ledger import (
     classify_event,
 )
 from cassettes_app.parsed import LedgerEntry
+from cassettes_app.text import clipped
 
 __all__ = ["CHECK_ID", "MAX_ATTEMPTS", "classify_event", "ledger_consistent"]
 

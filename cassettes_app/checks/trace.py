@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes_app.checks import CheckOutcome, clipped, counted, skip
+from cassettes_app.checks import CheckOutcome, counted, skip
 from cassettes_app.checks.catalog import (
     IDEMPOTENCY_KEYS_LOGGED,
     NO_INVENTED_IDS,
@@ -24,6 +24,7 @@ from cassettes_app.checks.catalog import (
 from cassettes_app.hops import MODEL, STUB, hop_kind, is_model_hop, json_body
 from cassettes_app.parsed import TraceHop
 from cassettes_app.providers import normalise
+from cassettes_app.text import clipped
 
 __all__ = [
     "DEFAULT_ID_PATTERN",

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET
 
 from cassettes_app.checks.catalog import CATALOG
 from cassettes_app.diff import Segment, turn_text, word_diff
+from cassettes_app.text import clipped
 from reviewer.cohort import Candidate, Cohort, RowRange, RowScore, cohort_for
 from reviewer.models import RubricRow
 from reviewer.verdict import status_label
@@ -108,8 +109,8 @@ def _check_lines(a: Candidate, b: Candidate) -> list[CheckLine]:
         .values_list("submission_id", "check_id", "status", Substr("summary", 1, SUMMARY_CHARS))
     ):
         text = " ".join((summary or "").split())
-        if len(text) >= SUMMARY_CHARS - 1:
-            text = text[: SUMMARY_CHARS - 2].rstrip() + "…"
+        # The database hands at most SUMMARY_CHARS: a text that long was cut there.
+        text = clipped(text, SUMMARY_CHARS - 1)
         found[sid][cid] = CheckSide(status, status_label(status), text)
     ours, theirs = found[a.submission.pk], found[b.submission.pk]
     lines = []
