@@ -44,6 +44,7 @@ from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.catalog import IDEMPOTENCY_ENFORCED, LIVE_MATCH
 from cassettes_app.headers import get_header
 from cassettes_app.hops import stub_hops
+from cassettes_app.jsonvalues import json_equal, maybe_json
 from cassettes_app.parsed import TraceHop
 from submissions.net.outbound import (
     DEFAULT_HEADERS,
@@ -94,33 +95,9 @@ class RowResult:
 # --- JSON comparison -----------------------------------------------------------------------
 
 
-def _loaded(value: Any) -> Any:
-    """A body as data: JSON text parsed, empty text treated as no body."""
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return None
-        if text[0] in '{["' or text in ("true", "false", "null") or text[0] in "-0123456789":
-            try:
-                return json.loads(text)
-            except (ValueError, RecursionError):
-                return value
-    return value
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """JSON-semantic equality: key order ignored, 1 == 1.0, but true != 1."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    return type(a) is type(b) and a == b
+def _as_data(value: Any) -> Any:
+    """A body as data: JSON text parsed, other text kept as text, empty text no body."""
+    return maybe_json(value, keep_text=True)
 
 
 def _preview(value: Any) -> Any:
@@ -212,7 +189,7 @@ def _compare_live(hop: TraceHop, live: dict[str, Any], pattern: re.Pattern[str])
     if "status" in live and not json_equal(live["status"], hop.status):
         differ("status", hop.status, live["status"])
     if "req" in live:
-        file_req, live_req = _loaded(hop.req), _loaded(live["req"])
+        file_req, live_req = _as_data(hop.req), _as_data(live["req"])
         if not json_equal(file_req, live_req):
             differ("req", file_req, live_req)
     if "idempotency_key" in live and (live["idempotency_key"] or None) != (
@@ -220,7 +197,10 @@ def _compare_live(hop: TraceHop, live: dict[str, Any], pattern: re.Pattern[str])
     ):
         differ("idempotency_key", hop.idempotency_key, live["idempotency_key"])
     if "resp" in live:
-        file_ids, live_ids = _ids(_loaded(hop.resp), pattern), _ids(_loaded(live["resp"]), pattern)
+        file_ids, live_ids = (
+            _ids(_as_data(hop.resp), pattern),
+            _ids(_as_data(live["resp"]), pattern),
+        )
         if file_ids != live_ids:
             differ("order_id", file_ids, live_ids)
     return diffs
@@ -434,7 +414,7 @@ def _other_body(body: dict[str, Any]) -> dict[str, Any]:
 def probe_body_from_hops(hops: Iterable[TraceHop]) -> dict[str, Any] | None:
     """A request body the stub accepted with 201 in the trace (a probe body it will know)."""
     for hop in stub_hops(hops):
-        body = _loaded(hop.req)
+        body = _as_data(hop.req)
         if hop.method == "POST" and hop.status == 201 and isinstance(body, dict):
             return body
     return None
@@ -805,8 +785,8 @@ def _compare_redrive(
     diffs: list[dict[str, Any]] = []
     if hop.status is not None and response.status != hop.status:
         diffs.append({"field": "status", "file": hop.status, "live": response.status})
-    file_resp = mask_volatile(_loaded(hop.resp), pattern, trace_ids)
-    live_resp = mask_volatile(_loaded(response.text), pattern, trace_ids)
+    file_resp = mask_volatile(_as_data(hop.resp), pattern, trace_ids)
+    live_resp = mask_volatile(_as_data(response.text), pattern, trace_ids)
     if hop.resp is not None and not json_equal(file_resp, live_resp):
         diffs.append({"field": "resp", "file": _preview(file_resp), "live": _preview(live_resp)})
     return RowResult(hop.line, hop.trace_id, "mismatch" if diffs else "match", diffs)
