@@ -45,6 +45,8 @@ TOOL_CALLS_REACH_STUB = TOOL_CALLS_REACH_STUB
 NO_INVENTED_IDS = NO_INVENTED_IDS
 IDEMPOTENCY_KEYS_LOGGED = IDEMPOTENCY_KEYS_LOGGED
 
+# The ids the trace shape's shop stub issues: the default of every id pattern (an
+# assignment's `id_pattern`, the analysis config, the live checks).
 DEFAULT_ID_PATTERN = r"ord_[0-9a-f]+"
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})

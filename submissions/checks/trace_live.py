@@ -42,6 +42,7 @@ import httpx
 
 from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.catalog import IDEMPOTENCY_ENFORCED, LIVE_MATCH
+from cassettes_app.checks.trace import DEFAULT_ID_PATTERN
 from cassettes_app.headers import get_header
 from cassettes_app.hops import stub_hops
 from cassettes_app.jsonvalues import json_equal, maybe_json
@@ -57,7 +58,6 @@ from submissions.net.stub import stub_client
 
 CHECK_LIVE = LIVE_MATCH
 CHECK_IDEMPOTENCY = IDEMPOTENCY_ENFORCED
-ORDER_ID_PATTERN = r"ord_[0-9a-f]+"
 
 RowOutcome = Literal["match", "mismatch", "missing", "unreachable"]
 
@@ -321,7 +321,7 @@ def trace_live_match(
     concurrency: int = 4,
     timeout: float = 5.0,
     max_bytes: int = 1_000_000,
-    id_pattern: str = ORDER_ID_PATTERN,
+    id_pattern: str = DEFAULT_ID_PATTERN,
     retries: int = 2,
     backoff: float = 0.1,
     budget: float | None = 120.0,
@@ -429,7 +429,7 @@ def trace_idempotency_enforced(
     qty: int = 1,
     body: dict[str, Any] | None = None,
     orders_path: str = "/orders",
-    id_pattern: str = ORDER_ID_PATTERN,
+    id_pattern: str = DEFAULT_ID_PATTERN,
     max_bytes: int = 64_000,
     retries: int = 1,
     backoff: float = 0.1,
@@ -659,7 +659,7 @@ def redrive(
     max_rows: int = 500,
     timeout: float = 5.0,
     max_bytes: int = 1_000_000,
-    id_pattern: str = ORDER_ID_PATTERN,
+    id_pattern: str = DEFAULT_ID_PATTERN,
     retries: int = 2,
     backoff: float = 0.1,
     budget: float | None = 120.0,
@@ -734,7 +734,7 @@ def judge_redrive(
     *,
     base_url: str,
     path: str = "replay.jsonl",
-    id_pattern: str = ORDER_ID_PATTERN,
+    id_pattern: str = DEFAULT_ID_PATTERN,
     max_rows: int = 500,
 ) -> tuple[CheckOutcome, list[RowResult]]:
     """`trace.live_match` (re-drive) from answers gathered elsewhere: a response or an error."""

@@ -16,6 +16,7 @@ from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.docs import docs_entrypoints, docs_replay_notes
 from cassettes_app.checks.ledger import ledger_consistent
 from cassettes_app.checks.trace import (
+    DEFAULT_ID_PATTERN,
     trace_idempotency_keys_logged,
     trace_no_invented_ids,
     trace_stub_hops_present,
@@ -57,7 +58,7 @@ def analysis_config(submission: Submission) -> AnalysisConfig:
         volatile_fields=tuple(a.volatile_fields),
         stale_after_days=a.stale_after_days,
         expected_model=a.expected_model,
-        id_pattern=a.id_pattern or "ord_[0-9a-f]+",
+        id_pattern=a.id_pattern or DEFAULT_ID_PATTERN,
         now=submission.created,
     )
 
@@ -267,7 +268,7 @@ def _extra_checks(analyzer: Analyzer, submission: Submission) -> list[CheckOutco
         out += [
             trace_stub_hops_present(analyzer.hops, path),
             trace_tool_calls_reach_stub(analyzer.hops, path),
-            trace_no_invented_ids(analyzer.hops, path, a.id_pattern or "ord_[0-9a-f]+"),
+            trace_no_invented_ids(analyzer.hops, path, a.id_pattern or DEFAULT_ID_PATTERN),
             trace_idempotency_keys_logged(analyzer.hops, path),
         ]
     if analyzer.ledger or a.ledger_globs:
