@@ -13,7 +13,8 @@ from django.utils.dateparse import parse_datetime
 
 from cassettes_app.analysis import AnalysisConfig, Analyzer, FileReport
 from cassettes_app.checks import CheckOutcome
-from cassettes_app.checks.docs import docs_entrypoints, docs_replay_notes
+from cassettes_app.checks.docs.entrypoints import docs_entrypoints
+from cassettes_app.checks.docs.replay_notes import docs_replay_notes
 from cassettes_app.checks.ledger import ledger_consistent
 from cassettes_app.checks.trace import (
     DEFAULT_ID_PATTERN,

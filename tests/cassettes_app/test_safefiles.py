@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cassettes_app.checks import docs
+from cassettes_app.checks.docs import repofiles
 from cassettes_app.formats import parse_path
 from cassettes_app.safefiles import NotRegular, OutsideRoot, open_regular
 from submissions.deps import declared
@@ -57,7 +57,7 @@ def test_it_refuses_a_fifo_without_blocking_and_a_folder(tree: Path) -> None:
 def test_every_reader_of_a_hand_in_refuses_a_linked_folder(tree: Path) -> None:
     """The copies that followed links in folders (docs, declarations, parse_path) now
     refuse them like the analysis always did."""
-    assert docs._read(tree, "linked/Makefile") == (None, False)
+    assert repofiles.read_text(tree, "linked/Makefile") == (None, False)
     assert declared._read(tree, "linked/requirements.txt") is None
     result = parse_path(str(tree / "linked" / "replay.jsonl"), "linked/replay.jsonl")
     assert [f.message for f in result.findings] == ["symbolic link; not followed"]
