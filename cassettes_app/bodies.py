@@ -17,8 +17,9 @@ from typing import Any, NamedTuple
 import brotli
 
 from cassettes_app import safeload
-from cassettes_app.formats.base import Body, get_header, header_pairs
+from cassettes_app.headers import get_header, header_pairs
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
+from cassettes_app.parsed import Body
 from cassettes_app.providers.eventstream import (
     MEDIA_TYPE as EVENTSTREAM,
 )

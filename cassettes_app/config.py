@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
+from cassettes_app.checks.trace import DEFAULT_ID_PATTERN
 from cassettes_app.limits import DEFAULT_LIMITS, MiB, ParseLimits
 
 
@@ -27,7 +28,7 @@ class AnalysisConfig:
     volatile_fields: tuple[str, ...] = ("user", "request_id", "id", "created")
     stale_after_days: int = 42
     expected_model: str = ""
-    id_pattern: str = "ord_[0-9a-f]+"
+    id_pattern: str = DEFAULT_ID_PATTERN
     replay_command: str = ""  # the command docs.entrypoints looks for in the tree
     now: dt.datetime = field(default_factory=_utcnow)  # aware UTC; the upload time
     max_recordings_bytes: int = 100 * MiB

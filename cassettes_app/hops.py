@@ -8,12 +8,12 @@ used to keep apart: a hop is model chat when either old classifier said so.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Iterable
 from typing import Any
 
-from cassettes_app.formats.base import TraceHop
+from cassettes_app.jsonvalues import maybe_json
+from cassettes_app.parsed import TraceHop
 
 __all__ = [
     "EMPTY",
@@ -24,7 +24,6 @@ __all__ = [
     "hop_kind",
     "is_model_hop",
     "is_model_url",
-    "json_body",
     "stub_hops",
 ]
 
@@ -71,23 +70,6 @@ _MODEL_PATH_RE = re.compile("|".join(re.escape(fragment) for fragment in MODEL_P
 MODEL, STUB, EMPTY = "model", "stub", "empty"
 
 
-def json_body(value: Any) -> Any:
-    """A body as JSON: dicts/lists as they are, JSON text parsed, anything else None."""
-    if type(value) is dict:  # the common case, first and cheap
-        return value
-    if isinstance(value, bytes | bytearray):
-        value = bytes(value).decode("utf-8", "replace")
-    if isinstance(value, str):
-        text = value.strip()
-        if not text or text[0] not in '{["-0123456789tfn':
-            return None
-        try:
-            return json.loads(text)
-        except (ValueError, RecursionError):
-            return None
-    return value
-
-
 def _host(lowered: str) -> str:
     """The host of a lowercased URL (userinfo, port, brackets and trailing dot dropped)."""
     rest = lowered.partition("://")[2] or lowered
@@ -117,14 +99,14 @@ def is_model_url(url: str | None) -> bool:
 
 
 def _body_says_model(req: Any, resp: Any) -> bool:
-    req = json_body(req)
+    req = maybe_json(req)
     if isinstance(req, dict):
         if isinstance(req.get("messages"), list) or isinstance(req.get("contents"), list):
             return True
         # Responses / completions / embeddings requests: a model plus its input.
         if isinstance(req.get("model"), str) and ("input" in req or "prompt" in req):
             return True
-    resp = json_body(resp)
+    resp = maybe_json(resp)
     if isinstance(resp, dict):
         if isinstance(resp.get("choices"), list) or isinstance(resp.get("candidates"), list):
             return True

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cassettes_app.analysis.turns import body_payload, compact_message, message_dict
-from cassettes_app.formats.base import Body, ParseResult
+from cassettes_app.parsed import Body, ParseResult
 from cassettes_app.providers import normalise
 from cassettes_app.secrets import redact_message as _redacted
 from cassettes_app.threads import message_key

@@ -13,6 +13,7 @@ from django.core.validators import validate_slug
 from django.db import transaction
 
 from cassettes_app.checks.rules import RuleError, validate_overrides
+from cassettes_app.checks.trace import DEFAULT_ID_PATTERN
 from cassettes_app.config import AnalysisConfig
 from submissions.models import Assignment, Submission
 
@@ -47,7 +48,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "ledgers": [],
         "volatile_fields": ["user", "request_id", "id", "created"],
         "stale_after_days": 42,
-        "id_pattern": "ord_[0-9a-f]+",
+        "id_pattern": DEFAULT_ID_PATTERN,
         "rubric": "trace",
     },
     "ticket-service": {
@@ -158,10 +159,10 @@ def assignment_values(data: Any, *, base_dir: Path | None = None) -> dict[str, A
         raise _fail("service_request", "path must start with /")
     values["service_request"] = request
     try:
-        re.compile(values["id_pattern"] or "ord_[0-9a-f]+")
+        re.compile(values["id_pattern"] or DEFAULT_ID_PATTERN)
     except re.error as exc:
         raise _fail("id_pattern", f"not a valid regular expression: {exc}") from None
-    values["id_pattern"] = values["id_pattern"] or "ord_[0-9a-f]+"
+    values["id_pattern"] = values["id_pattern"] or DEFAULT_ID_PATTERN
     values["ticket_schema"] = _load_schema(merged.get("ticket_schema"), base_dir)
     try:
         values["check_rules"] = validate_overrides(merged.get("checks"))
@@ -238,7 +239,7 @@ def analysis_config(submission: Submission) -> AnalysisConfig:
         volatile_fields=tuple(a.volatile_fields),
         stale_after_days=a.stale_after_days,
         expected_model=a.expected_model,
-        id_pattern=a.id_pattern or "ord_[0-9a-f]+",
+        id_pattern=a.id_pattern or DEFAULT_ID_PATTERN,
         replay_command=a.replay_command,
         now=submission.created,
     )

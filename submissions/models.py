@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import Q, QuerySet
 from django.urls import reverse
 
+from cassettes_app.checks.trace import DEFAULT_ID_PATTERN
 from submissions.roles import is_hiring_lead
 
 
@@ -40,7 +41,7 @@ class Assignment(models.Model):
     volatile_fields = models.JSONField(default=list, blank=True)
     stale_after_days = models.PositiveIntegerField(default=42)
     expected_model = models.CharField(max_length=200, blank=True)
-    id_pattern = models.CharField(max_length=200, default="ord_[0-9a-f]+")
+    id_pattern = models.CharField(max_length=200, default=DEFAULT_ID_PATTERN)
     stub_start_command = models.CharField(max_length=500, blank=True)
     service_start_command = models.CharField(max_length=500, blank=True)
     service_port = models.PositiveIntegerField(null=True, blank=True)

@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.utils.dateparse import parse_datetime
 
 from cassettes_app.analysis import Analyzer, FileReport
-from cassettes_app.formats.base import Body, ParsedFinding
+from cassettes_app.parsed import Body, ParsedFinding
 from cassettes_app.secrets import TextProfile, redact_message
 from submissions.blobs import BlobWriter, bulk_insert
 from submissions.models import Finding, Interaction, Job, Recording, Submission, TraceRow, Turn

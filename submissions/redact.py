@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from cassettes_app.secrets import is_placeholder, redact_text, redact_value
+from cassettes_app.secrets import (
+    is_credential_header,
+    is_placeholder,
+    redact_text,
+    redact_value,
+)
 
 __all__ = ["redact_header", "redact_text"]
-
-CREDENTIAL_HEADERS = frozenset(
-    {
-        "authorization", "proxy-authorization", "x-api-key", "api-key", "api_key",
-        "x-goog-api-key", "cookie", "set-cookie", "openai-api-key", "anthropic-api-key",
-    }
-)  # fmt: skip
 
 
 def redact_header(name: str, value: str) -> str:
     """A header value as we store it: credential headers never keep their value."""
-    if name.lower() in CREDENTIAL_HEADERS:
+    if is_credential_header(name):
         scheme, _, token = value.partition(" ")
         if token and scheme.lower() in {"bearer", "basic", "token"}:
             return value if is_placeholder(token) else f"{scheme} {redact_value(token)}"

@@ -38,7 +38,8 @@ from cassettes_app.checks.cassettes import (
     parse_time,
 )
 from cassettes_app.checks.catalog import MODEL_METADATA
-from cassettes_app.checks.docs import docs_entrypoints, docs_replay_notes
+from cassettes_app.checks.docs.entrypoints import docs_entrypoints
+from cassettes_app.checks.docs.replay_notes import docs_replay_notes
 from cassettes_app.checks.ledger import ledger_consistent
 from cassettes_app.checks.runlog import RUN_LOG
 from cassettes_app.checks.trace import (
@@ -49,21 +50,15 @@ from cassettes_app.checks.trace import (
 )
 from cassettes_app.config import AnalysisConfig
 from cassettes_app.formats import parse_file
-from cassettes_app.formats.base import (
-    LedgerEntry,
-    ParsedFinding,
-    ParsedRecording,
-    ParseResult,
-    TraceHop,
-    looks_binary,
-)
 from cassettes_app.formats.conversation import SYNTHETIC
+from cassettes_app.formats.sniff import looks_binary
 from cassettes_app.keys import (
     DEFAULT_KEY_LENGTH,
     is_key_shape,
     mismatch_variants,
     recompute_key,
 )
+from cassettes_app.parsed import LedgerEntry, ParsedFinding, ParsedRecording, ParseResult, TraceHop
 from cassettes_app.providers import Exchange, normalise
 from cassettes_app.secrets import SecretHit, TextProfile
 

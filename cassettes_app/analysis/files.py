@@ -1,19 +1,17 @@
-"""Safe file access below a submission root: walking, opening without links, capped reads."""
+"""File access below a submission root: walking without links, capped reads (opened by
+cassettes_app/safefiles.py)."""
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cassettes_app.formats.base import (
-    ParsedFinding,
-)
 from cassettes_app.limits import MiB
+from cassettes_app.parsed import ParsedFinding
+from cassettes_app.safefiles import open_regular
 
 _CHUNK = 1 * MiB
 
@@ -61,26 +59,6 @@ def walk_tree(root: Path, findings: list[ParsedFinding]) -> list[Entry]:
     return out
 
 
-def _open_nofollow(root: Path, rel: str) -> int:
-    """Open root/rel read-only without following a link at any component (races included)."""
-    parts = rel.split("/")
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-    dir_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for part in parts[:-1]:
-            nxt = os.open(part, flags | os.O_DIRECTORY, dir_fd=dir_fd)
-            os.close(dir_fd)
-            dir_fd = nxt
-        # O_NONBLOCK: a FIFO planted after the walk must not hang the worker.
-        return os.open(parts[-1], flags | os.O_NONBLOCK, dir_fd=dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-class _NotRegular(OSError):
-    """The path is not a regular file."""
-
-
 def read_capped(
     root: Path, rel: str, cap: int, *, hash_large: bool = True
 ) -> tuple[bytes | None, int, str]:
@@ -88,11 +66,8 @@ def read_capped(
 
     An over-cap file is still hashed (for duplicate detection) unless `hash_large` is False.
     """
-    fd = _open_nofollow(root, rel)
-    with os.fdopen(fd, "rb") as handle:
+    with open_regular(root, rel) as handle:
         info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise _NotRegular(errno.EINVAL, "not a regular file")
         digest = hashlib.sha256()
         if info.st_size > cap:
             if not hash_large:

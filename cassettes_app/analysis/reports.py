@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cassettes_app.formats.base import (
-    Body,
-    ParseResult,
-)
+from cassettes_app.parsed import Body, ParseResult
 from cassettes_app.secrets import TextProfile
 
 DECODED_NOTES = {"base64", "gzip", "x-gzip", "deflate", "br"}

@@ -9,9 +9,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from cassettes_app.formats.base import (
-    Body,
-)
+from cassettes_app.parsed import Body
 from cassettes_app.providers import Message, ToolCall, ToolResult
 
 TEXT_CAP = 20_000  # characters of one message text kept for threads and display

@@ -57,8 +57,3 @@ def skip(check_id: str, reason: str) -> CheckOutcome:
 def counted(count: int, noun: str) -> str:
     """`1 id`, `2 ids`: a count and its noun, plural by an added s."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def clipped(text: str, limit: int) -> str:
-    """`text` cut to `limit` characters, the last one an ellipsis when it is cut."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -2,7 +2,9 @@
 
 Ids are stable (the report, the rubrics and the pages use them): code names a check through
 these constants, never a string literal. Each id is computed by exactly one function named
-after it (`replay.offline_pass` → `replay_offline_pass`) in the module listed here.
+after it (`replay.offline_pass` → `replay_offline_pass`) in the module listed here; a
+module that also gives the id an outcome for another shape or path (the run-twice run log,
+the sandboxed re-drive, the service probe's ledger) is listed in `also`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ class CheckSpec:
     title: str
     establishes: str
     module: str
+    also: tuple[str, ...] = ()  # other modules that give this id an outcome
 
     @property
     def function(self) -> str:
@@ -58,8 +61,12 @@ _LIVE = "submissions.checks.trace_live.live"
 _IDEMPOTENCY = "submissions.checks.trace_live.idempotency"
 _CASSETTES = "cassettes_app.checks.cassettes"
 _TRACE = "cassettes_app.checks.trace"
-_DOCS = "cassettes_app.checks.docs"
+_ENTRYPOINTS = "cassettes_app.checks.docs.entrypoints"
+_REPLAY_NOTES = "cassettes_app.checks.docs.replay_notes"
 _LEDGER = "cassettes_app.checks.ledger"
+_ANALYZER = "cassettes_app.analysis.analyzer"  # skips model metadata for run-twice
+_RUNLOG = "cassettes_app.checks.runlog"  # run-twice: the model named in the run log
+_REDRIVE = "submissions.runs.trace"  # the stub re-driven in the sandbox
 
 CATALOG: dict[str, CheckSpec] = {
     spec.id: spec
@@ -118,6 +125,7 @@ CATALOG: dict[str, CheckSpec] = {
             "Model metadata",
             "every recording names its model and recording time",
             _CASSETTES,
+            (_RUNLOG, _ANALYZER),
         ),
         CheckSpec(
             FRESH,
@@ -166,18 +174,21 @@ CATALOG: dict[str, CheckSpec] = {
             "Trace matches the live stub",
             "rows re-fetched from the live stub's /_trace/{id} match the file",
             _LIVE,
+            (_REDRIVE,),
         ),
         CheckSpec(
             IDEMPOTENCY_ENFORCED,
             "Idempotency enforced",
             "probing the stub gives 201, then 200 for the same body, 409 for a different body",
             _IDEMPOTENCY,
+            (_REDRIVE,),
         ),
         CheckSpec(
             LEDGER_CONSISTENT,
             "Ledger consistent",
             "ledger entries agree with the recordings and bound retries",
             _LEDGER,
+            (_SERVICE,),
         ),
         CheckSpec(
             SERVICE_STARTS,
@@ -207,13 +218,13 @@ CATALOG: dict[str, CheckSpec] = {
             ENTRYPOINTS,
             "Entrypoints exist",
             "the commands the assignment asks for exist",
-            _DOCS,
+            _ENTRYPOINTS,
         ),
         CheckSpec(
             REPLAY_NOTES,
             "Replay notes",
             "REPLAY.md names the normalised request fields, and they agree with the keys",
-            _DOCS,
+            _REPLAY_NOTES,
         ),
     )
 }

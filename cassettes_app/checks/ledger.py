@@ -11,9 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes_app.checks import CheckOutcome, clipped, counted, skip
+from cassettes_app.checks import CheckOutcome, counted, skip
 from cassettes_app.checks.catalog import LEDGER_CONSISTENT
-from cassettes_app.formats.base import LedgerEntry
 from cassettes_app.formats.ledger import (
     CACHE_HIT,
     FALLBACK,
@@ -21,6 +20,8 @@ from cassettes_app.formats.ledger import (
     OTHER,
     classify_event,
 )
+from cassettes_app.parsed import LedgerEntry
+from cassettes_app.text import clipped
 
 __all__ = ["CHECK_ID", "MAX_ATTEMPTS", "classify_event", "ledger_consistent"]
 

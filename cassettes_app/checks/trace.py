@@ -14,16 +14,18 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassettes_app.checks import CheckOutcome, clipped, counted, skip
+from cassettes_app.checks import CheckOutcome, counted, skip
 from cassettes_app.checks.catalog import (
     IDEMPOTENCY_KEYS_LOGGED,
     NO_INVENTED_IDS,
     STUB_HOPS_PRESENT,
     TOOL_CALLS_REACH_STUB,
 )
-from cassettes_app.formats.base import TraceHop
-from cassettes_app.hops import MODEL, STUB, hop_kind, is_model_hop, json_body
+from cassettes_app.hops import MODEL, STUB, hop_kind, is_model_hop
+from cassettes_app.jsonvalues import json_key, maybe_json
+from cassettes_app.parsed import TraceHop
 from cassettes_app.providers import normalise
+from cassettes_app.text import clipped
 
 __all__ = [
     "DEFAULT_ID_PATTERN",
@@ -43,6 +45,8 @@ TOOL_CALLS_REACH_STUB = TOOL_CALLS_REACH_STUB
 NO_INVENTED_IDS = NO_INVENTED_IDS
 IDEMPOTENCY_KEYS_LOGGED = IDEMPOTENCY_KEYS_LOGGED
 
+# The ids the trace shape's shop stub issues: the default of every id pattern (an
+# assignment's `id_pattern`, the analysis config, the live checks).
 DEFAULT_ID_PATTERN = r"ord_[0-9a-f]+"
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -73,20 +77,9 @@ def _short(value: Any, limit: int = _SHOW) -> str:
     return clipped(text, limit)
 
 
-# Encoders built once: `json.dumps` with options builds a new encoder on every call, which
+# An encoder built once: `json.dumps` with options builds a new encoder on every call, which
 # is most of the cost on a 100,000-hop trace.
-_CANONICAL = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
-)  # the same text as providers.canonical_json
 _PLAIN = json.JSONEncoder(ensure_ascii=False, default=str)
-
-
-def _canon(value: Any) -> str | None:
-    """Canonical JSON used for exact argument equality (1 and 1.0, True and 1 stay apart)."""
-    try:
-        return _CANONICAL.encode(value)
-    except (ValueError, TypeError, RecursionError):
-        return None
 
 
 def _real_status(status: Any) -> bool:
@@ -185,7 +178,7 @@ def _parse_arguments(arguments: Any) -> tuple[Any, str | None, bool]:
 
 def _model_output(index: int, hop: TraceHop) -> tuple[str, list[_Call]]:
     """Assistant text and tool calls of one model hop's response."""
-    fast = _fast_openai_output(json_body(hop.resp))
+    fast = _fast_openai_output(maybe_json(hop.resp))
     if fast is not None:
         text, raw_calls = fast
         calls = []
@@ -245,7 +238,7 @@ def _request_texts(req: Any) -> Iterator[str]:
     turn; reading message contents as strings (no re-serialising) keeps that linear and
     cheap. Assistant tool calls are skipped: they were read as model output at their hop.
     """
-    body = json_body(req)
+    body = maybe_json(req)
     messages = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(messages, list):
         yield _flat_text(req if body is None else body)
@@ -313,7 +306,7 @@ def _result_class(content: Any, is_error: bool = False) -> str | None:
     """ "ok" or "error" as a tool result tells the model, None when it does not say."""
     if is_error:
         return "error"
-    body = json_body(content) if isinstance(content, str) else content
+    body = maybe_json(content) if isinstance(content, str) else content
     if not isinstance(body, dict):
         return None
     status = body.get("status")
@@ -328,7 +321,7 @@ def _result_class(content: Any, is_error: bool = False) -> str | None:
 
 def _tool_results(hop: TraceHop) -> Iterator[tuple[str, Any, bool]]:
     """(tool_call_id, content, is_error) of the tool results a model request feeds back."""
-    req = json_body(hop.req)
+    req = maybe_json(hop.req)
     messages = req.get("messages") if isinstance(req, dict) else None
     if isinstance(messages, list):
         found: list[tuple[str, Any, bool]] = []
@@ -366,7 +359,7 @@ def _near_misses(
         keys = set(wanted) | set(body)
         if not set(wanted) & set(body):
             continue
-        differing = [k for k in keys if _canon(wanted.get(k)) != _canon(body.get(k))]
+        differing = [k for k in keys if json_key(wanted.get(k)) != json_key(body.get(k))]
         # Near means at most half the fields differ; a different order is not a near miss.
         if not differing or len(differing) > max(1, len(keys) // 2):
             continue
@@ -399,11 +392,11 @@ def _stub_bodies(hops: Sequence[TraceHop]) -> _StubBodies:
         if kinds[index] == MODEL:
             model_indices.append(index)
         elif kinds[index] == STUB:
-            body = json_body(hop.req)
+            body = maybe_json(hop.req)
             if body is None:
                 continue
             bodies[index] = body
-            key = _canon(body)
+            key = json_key(body)
             if key is not None:
                 stub_by_body.setdefault(key, []).append(index)
     return _StubBodies(model_indices, bodies, stub_by_body)
@@ -449,7 +442,7 @@ def _match_calls(hops: Sequence[TraceHop], stubs: _StubBodies, path: str) -> _Ma
             if not call.valid:
                 unmatched.append((call, "its arguments are not valid JSON"))
                 continue
-            key = _canon(call.arguments)
+            key = json_key(call.arguments)
             indices = stub_by_body.get(key) if key is not None else None
             if key is None or not indices:
                 unmatched.append((call, "no later stub request carries these arguments"))
@@ -670,7 +663,7 @@ class _IdScan:
         """A model hop mentions ids in its request, its assistant text and its tool calls."""
         for text in _request_texts(hop.req):
             self.note(text, hop.line, "model request")
-        fast = _fast_openai_output(json_body(hop.resp))
+        fast = _fast_openai_output(maybe_json(hop.resp))
         if fast is not None:
             # Arguments as text are all this check needs; parsing them would double
             # its cost on a big trace.

@@ -2,7 +2,7 @@
 
 A new format is one module exposing `NAME`, `sniff(path, head)` and
 `parse(path, data, limits)`, plus one line in `FORMATS`. Every sniff answers how
-sure it is (base.NO .. base.SURE, from the content: known keys, several lines, the
+sure it is (formats/sniff.py: NO .. SURE, from the content: known keys, several lines, the
 inner shape); the surest reader parses the file, a tie going to the one listed
 first. JSON documents are told apart by their keys, JSON Lines by a sample of lines.
 
@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
+from pathlib import PurePosixPath
 from types import ModuleType
 
 from cassettes_app import bodies
 from cassettes_app.formats import (
     agent_log,
     agents_trace,
-    base,
     cassette_json,
     exchange,
     explorer,
@@ -37,32 +36,13 @@ from cassettes_app.formats import (
     trace,
     vcr,
 )
-from cassettes_app.formats.base import (
-    Body,
-    LedgerEntry,
-    ParsedFinding,
-    ParsedInteraction,
-    ParsedMessage,
-    ParsedRecording,
-    ParseResult,
-    TraceHop,
-)
+from cassettes_app.formats.sniff import NO, jsonl_sample, looks_binary, looks_like, wide_encoding
 from cassettes_app.limits import DEFAULT_LIMITS, LoadError, ParseLimits
-from cassettes_app.providers.common import ToolCall
+from cassettes_app.parsed import ParsedFinding, ParseResult, Severity
+from cassettes_app.safefiles import NotRegular, open_regular
 
 __all__ = [
     "FORMATS",
-    "Body",
-    "LedgerEntry",
-    "ParseLimits",
-    "ParseResult",
-    "ParsedFinding",
-    "ParsedInteraction",
-    "ParsedMessage",
-    "ParsedRecording",
-    "ToolCall",
-    "TraceHop",
-    "base",
     "by_name",
     "detect",
     "parse_file",
@@ -112,7 +92,7 @@ def rank(path: str, head: bytes) -> list[tuple[float, ModuleType]]:
             score = float(module.sniff(path, head))
         except Exception:  # noqa: S112 - a sniffer that trips simply does not claim the file
             continue
-        if score > base.NO:
+        if score > NO:
             scored.append((score, module))
     scored.sort(key=lambda pair: -pair[0])  # stable: the first listed wins a tie
     return scored
@@ -144,7 +124,7 @@ def parse_file(
         )
 
 
-def _finding(path: str, kind: str, severity: base.Severity, message: str) -> ParseResult:
+def _finding(path: str, kind: str, severity: Severity, message: str) -> ParseResult:
     return ParseResult("unknown", findings=[ParsedFinding(kind, severity, path, None, message)])
 
 
@@ -169,16 +149,16 @@ def _parse_file(
         inner_path = _strip_gz(path)
         if not data.strip():
             return _finding(path, "empty_file", "warn", "file is empty once decompressed")
-    wide = base.wide_encoding(data[:4])
+    wide = wide_encoding(data[:4])
     if wide:
         return _finding(path, "parse_error", "error", f"file is {wide} encoded; expected UTF-8")
     module = by_name(format_hint) if format_hint else None
     if module is None:
         module = detect(inner_path, data[:HEAD_BYTES])
     if module is None:
-        if base.looks_binary(data[:HEAD_BYTES]):
+        if looks_binary(data[:HEAD_BYTES]):
             return _finding(path, "unknown_format", "warn", "binary file, not a recording format")
-        family = base.looks_like(base.jsonl_sample(data[:HEAD_BYTES]))
+        family = looks_like(jsonl_sample(data[:HEAD_BYTES]))
         if family:
             return _finding(
                 path,
@@ -197,27 +177,42 @@ def _parse_file(
 def parse_path(
     path: str, display_path: str | None = None, limits: ParseLimits = DEFAULT_LIMITS
 ) -> ParseResult:
-    """Read a regular file (links not followed) under the size cap and parse it."""
+    """Read a regular file (no link anywhere under its tree) under the size cap and parse it.
+
+    When `path` ends with `display_path` (the file's path in the submission tree), the
+    part before it is the tree's root, so no folder of the hand-in on the way may be a link
+    either; otherwise the file is opened as its name in its own folder.
+    """
     name = display_path or path
+    root, rel = _root_and_rel(path, display_path)
     try:
-        # O_NONBLOCK so a planted FIFO cannot hang the worker before the S_ISREG check.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                return _finding(name, "unknown_format", "warn", "not a regular file; not parsed")
-            if info.st_size > limits.max_file_bytes:
+        with open_regular(root, rel) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > limits.max_file_bytes:
                 return _finding(
                     name,
                     "file_too_large",
                     "error",
-                    f"file is {info.st_size} bytes, over max_file_bytes "
+                    f"file is {size} bytes, over max_file_bytes "
                     f"({limits.max_file_bytes}); not parsed",
                 )
             # Ask for the file's own size (+1 to see growth): read(n) reserves n bytes up front.
-            data = handle.read(min(info.st_size, limits.max_file_bytes) + 1)
+            data = handle.read(min(size, limits.max_file_bytes) + 1)
+    except NotRegular:
+        return _finding(name, "unknown_format", "warn", "not a regular file; not parsed")
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return _finding(name, "parse_error", "error", "symbolic link; not followed")
         return _finding(name, "parse_error", "error", f"cannot read file: {exc.strerror or exc}")
     return parse_file(name, data, limits)
+
+
+def _root_and_rel(path: str, display_path: str | None) -> tuple[str, str]:
+    full = PurePosixPath(path)
+    if display_path:
+        rel = PurePosixPath(display_path)
+        n = len(rel.parts)
+        inside = not rel.is_absolute() and ".." not in rel.parts and 0 < n < len(full.parts)
+        if inside and full.parts[-n:] == rel.parts:
+            return str(PurePosixPath(*full.parts[:-n])), str(rel)
+    return str(full.parent), full.name

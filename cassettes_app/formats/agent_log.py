@@ -8,6 +8,16 @@ from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
+    as_status,
+    as_text_or_none,
+    body_findings,
+    close_recording,
+    jsonl_objects,
+    run_parser,
+    tally_finding,
+)
+from cassettes_app.formats.conversation import model_calls
+from cassettes_app.formats.sniff import (
     CLAUDE_CODE,
     CLAUDE_SDK,
     CODEX,
@@ -15,28 +25,22 @@ from cassettes_app.formats.base import (
     LIKELY,
     NO,
     SURE,
+    head_document,
+    is_agent_line,
+    json_doc_keys,
+    jsonl_head,
+    jsonl_sample,
+    looks_like,
+)
+from cassettes_app.headers import header_pairs
+from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
+from cassettes_app.parsed import (
     ParsedFinding,
     ParsedInteraction,
     ParsedMessage,
     ParsedRecording,
     ParseResult,
-    as_status,
-    as_text_or_none,
-    body_findings,
-    close_recording,
-    head_document,
-    header_pairs,
-    is_agent_line,
-    json_doc_keys,
-    jsonl_head,
-    jsonl_objects,
-    jsonl_sample,
-    looks_like,
-    run_parser,
-    tally_finding,
 )
-from cassettes_app.formats.conversation import model_calls
-from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
 from cassettes_app.providers.common import ToolCall
 
 NAME = "agent_log"

@@ -15,17 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from cassettes_app import safeload
-from cassettes_app.formats.base import (
-    NO,
-    SURE,
-    ParsedFinding,
-    ParsedRecording,
-    ParseResult,
-    close_recording,
-    head_text,
-    run_parser,
-    tally_finding,
-)
+from cassettes_app.formats.base import close_recording, run_parser, tally_finding
 from cassettes_app.formats.conversation import (
     as_chat_messages,
     as_reply,
@@ -34,7 +24,9 @@ from cassettes_app.formats.conversation import (
     rebuilt_interaction,
     token_usage,
 )
+from cassettes_app.formats.sniff import NO, SURE, head_text
 from cassettes_app.limits import DEFAULT_LIMITS, PARSE_ERRORS, ParseLimits
+from cassettes_app.parsed import ParsedFinding, ParsedRecording, ParseResult
 
 NAME = "openai_agents"
 NOTE = "rebuilt from an Agents SDK span"

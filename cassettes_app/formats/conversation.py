@@ -15,13 +15,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from cassettes_app.formats.base import (
-    Body,
-    ParsedFinding,
-    ParsedInteraction,
-    ParsedMessage,
-    ParseResult,
-)
+from cassettes_app.parsed import Body, ParsedFinding, ParsedInteraction, ParsedMessage, ParseResult
 
 # Each call's request holds the whole conversation before it (a list of references to the
 # same message objects): past this many references in one file, later calls keep only

@@ -14,24 +14,16 @@ from urllib.parse import urlunsplit
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
-    LIKELY,
-    MAYBE,
-    NO,
-    SURE,
-    ParsedFinding,
-    ParsedInteraction,
-    ParsedRecording,
-    ParseResult,
     as_status,
     as_text_or_none,
     body_findings,
-    head_document,
-    header_pairs,
-    json_doc_keys,
     run_parser,
     set_models,
 )
+from cassettes_app.formats.sniff import LIKELY, MAYBE, NO, SURE, head_document, json_doc_keys
+from cassettes_app.headers import header_pairs
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
+from cassettes_app.parsed import ParsedFinding, ParsedInteraction, ParsedRecording, ParseResult
 
 NAME = "http_exchange"
 

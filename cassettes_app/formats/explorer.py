@@ -13,20 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from cassettes_app import safeload
-from cassettes_app.formats.base import (
-    JSONL_SAMPLE,
-    NO,
-    SURE,
-    ParsedFinding,
-    ParsedMessage,
-    ParsedRecording,
-    ParseResult,
-    head_text,
-    run_parser,
-    set_models,
-)
+from cassettes_app.formats.base import run_parser, set_models
 from cassettes_app.formats.conversation import as_chat_message, model_calls
+from cassettes_app.formats.sniff import JSONL_SAMPLE, NO, SURE, head_text
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
+from cassettes_app.parsed import ParsedFinding, ParsedMessage, ParsedRecording, ParseResult
 
 NAME = "explorer_trace"
 

@@ -6,20 +6,16 @@ import json
 from typing import Any
 
 from cassettes_app import bodies, safeload
-from cassettes_app.formats.base import (
+from cassettes_app.formats.base import as_text_or_none, body_findings, run_parser
+from cassettes_app.formats.sniff import MAYBE, NO, json_doc_keys
+from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
+from cassettes_app.parsed import (
     EMPTY_BODY,
-    MAYBE,
-    NO,
     ParsedFinding,
     ParsedInteraction,
     ParsedRecording,
     ParseResult,
-    as_text_or_none,
-    body_findings,
-    json_doc_keys,
-    run_parser,
 )
-from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
 
 NAME = "fixture_json"
 

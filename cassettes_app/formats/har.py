@@ -7,25 +7,17 @@ from urllib.parse import urlencode
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
-    MAYBE,
-    NO,
-    SURE,
-    ParsedFinding,
-    ParsedInteraction,
-    ParsedRecording,
-    ParseResult,
     as_status,
     as_text_or_none,
     body_findings,
     finding_from_error,
-    get_header,
-    header_pairs,
-    json_doc_keys,
     run_parser,
-    scalar_text,
     set_models,
 )
+from cassettes_app.formats.sniff import MAYBE, NO, SURE, json_doc_keys
+from cassettes_app.headers import get_header, header_pairs, scalar_text
 from cassettes_app.limits import DEFAULT_LIMITS, PARSE_ERRORS, ParseLimits
+from cassettes_app.parsed import ParsedFinding, ParsedInteraction, ParsedRecording, ParseResult
 
 NAME = "har"
 

@@ -20,18 +20,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from cassettes_app import safeload
-from cassettes_app.formats.base import (
-    NO,
-    SURE,
-    ParsedFinding,
-    ParsedInteraction,
-    ParsedMessage,
-    ParsedRecording,
-    ParseResult,
-    json_doc_keys,
-    run_parser,
-    set_models,
-)
+from cassettes_app.formats.base import run_parser, set_models
 from cassettes_app.formats.conversation import (
     as_chat_message,
     as_chat_messages,
@@ -41,7 +30,15 @@ from cassettes_app.formats.conversation import (
     rebuilt_interaction,
     token_usage,
 )
+from cassettes_app.formats.sniff import NO, SURE, json_doc_keys
 from cassettes_app.limits import DEFAULT_LIMITS, PARSE_ERRORS, LoadError, ParseLimits
+from cassettes_app.parsed import (
+    ParsedFinding,
+    ParsedInteraction,
+    ParsedMessage,
+    ParsedRecording,
+    ParseResult,
+)
 
 NAME = "inspect_log"
 NOTE = "rebuilt from an inspect_ai model event"

@@ -12,18 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from cassettes_app import safeload
-from cassettes_app.formats.base import (
-    NO,
-    SURE,
-    ParsedFinding,
-    ParsedRecording,
-    ParseResult,
-    close_recording,
-    head_text,
-    json_doc_keys,
-    run_parser,
-    tally_finding,
-)
+from cassettes_app.formats.base import close_recording, run_parser, tally_finding
 from cassettes_app.formats.conversation import (
     as_chat_messages,
     as_reply,
@@ -33,7 +22,9 @@ from cassettes_app.formats.conversation import (
     rebuilt_interaction,
     token_usage,
 )
+from cassettes_app.formats.sniff import NO, SURE, head_text, json_doc_keys
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
+from cassettes_app.parsed import ParsedFinding, ParsedRecording, ParseResult
 
 NAME = "langfuse"
 NOTE = "rebuilt from a Langfuse observation"

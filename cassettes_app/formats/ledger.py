@@ -5,24 +5,20 @@ from __future__ import annotations
 import os
 import re
 
-from cassettes_app.formats.base import (
+from cassettes_app.formats.base import as_text_or_none, jsonl_objects, run_parser
+from cassettes_app.formats.sniff import (
     LIKELY,
     MAYBE,
     NO,
     SURE,
-    LedgerEntry,
-    ParsedFinding,
-    ParseResult,
-    as_text_or_none,
     is_agent_line,
     is_trace_line,
     jsonl_head,
-    jsonl_objects,
     jsonl_sample,
     looks_like,
-    run_parser,
 )
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
+from cassettes_app.parsed import LedgerEntry, ParsedFinding, ParseResult
 
 NAME = "ledger"
 

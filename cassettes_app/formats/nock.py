@@ -13,21 +13,16 @@ from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
-    NO,
-    SURE,
-    ParsedFinding,
-    ParsedInteraction,
-    ParsedRecording,
-    ParseResult,
     as_status,
     as_text_or_none,
     body_findings,
-    header_pairs,
-    json_doc_keys,
     run_parser,
     set_models,
 )
+from cassettes_app.formats.sniff import NO, SURE, json_doc_keys
+from cassettes_app.headers import header_pairs
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
+from cassettes_app.parsed import ParsedFinding, ParsedInteraction, ParsedRecording, ParseResult
 
 NAME = "nock"
 

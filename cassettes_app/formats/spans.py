@@ -21,22 +21,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from cassettes_app import safeload
-from cassettes_app.formats.base import (
-    LIKELY,
-    NO,
-    SURE,
-    ParsedFinding,
-    ParsedInteraction,
-    ParsedRecording,
-    ParseResult,
-    close_recording,
-    head_text,
-    json_doc_keys,
-    run_parser,
-    tally_finding,
-)
+from cassettes_app.formats.base import close_recording, run_parser, tally_finding
 from cassettes_app.formats.conversation import iso_time, rebuilt_interaction, tool_call
+from cassettes_app.formats.sniff import LIKELY, NO, SURE, head_text, json_doc_keys
 from cassettes_app.limits import DEFAULT_LIMITS, PARSE_ERRORS, ParseLimits
+from cassettes_app.parsed import ParsedFinding, ParsedInteraction, ParsedRecording, ParseResult
 from cassettes_app.providers import detect_provider
 
 NAME = "otel_spans"

@@ -4,24 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from cassettes_app.formats.base import (
-    LIKELY,
-    NO,
-    SURE,
-    ParsedFinding,
-    ParseResult,
-    TraceHop,
-    as_status,
-    as_text_or_none,
-    get_header,
-    header_pairs,
-    is_trace_line,
-    jsonl_head,
-    jsonl_objects,
-    jsonl_sample,
-    run_parser,
-)
+from cassettes_app.formats.base import as_status, as_text_or_none, jsonl_objects, run_parser
+from cassettes_app.formats.sniff import LIKELY, NO, SURE, is_trace_line, jsonl_head, jsonl_sample
+from cassettes_app.headers import get_header, header_pairs
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
+from cassettes_app.parsed import ParsedFinding, ParseResult, TraceHop
 
 NAME = "trace"
 

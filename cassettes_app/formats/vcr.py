@@ -8,26 +8,23 @@ from typing import Any
 
 from cassettes_app import bodies, safeload
 from cassettes_app.formats.base import (
-    LIKELY,
-    NO,
-    SURE,
+    as_status,
+    as_text_or_none,
+    body_findings,
+    finding_from_error,
+    run_parser,
+    set_models,
+)
+from cassettes_app.formats.sniff import LIKELY, NO, SURE, head_text, json_doc_keys
+from cassettes_app.headers import header_pairs, scalar_text
+from cassettes_app.limits import DEFAULT_LIMITS, PARSE_ERRORS, ParseLimits
+from cassettes_app.parsed import (
     Body,
     ParsedFinding,
     ParsedInteraction,
     ParsedRecording,
     ParseResult,
-    as_status,
-    as_text_or_none,
-    body_findings,
-    finding_from_error,
-    head_text,
-    header_pairs,
-    json_doc_keys,
-    run_parser,
-    scalar_text,
-    set_models,
 )
-from cassettes_app.limits import DEFAULT_LIMITS, PARSE_ERRORS, ParseLimits
 
 NAME = "vcr"
 

@@ -8,10 +8,10 @@ are the doors.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
+from cassettes_app.jsonvalues import maybe_json
 from cassettes_app.providers import (
     anthropic,
     compat,
@@ -57,10 +57,7 @@ def _load(body: Any) -> Any:
         return None
     if stripped.startswith(("data:", "event:")):
         return sse.event_payloads(stripped)
-    try:
-        return json.loads(stripped)
-    except ValueError:
-        return body
+    return maybe_json(body, keep_text=True)
 
 
 def detect_provider(request: Any, response: Any, url: str | None = None) -> str:

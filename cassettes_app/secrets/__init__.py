@@ -20,6 +20,7 @@ length and a hash (see ``redact_value``).
 
 from __future__ import annotations
 
+from cassettes_app.secrets.detectors import CREDENTIAL_HEADERS, is_credential_header
 from cassettes_app.secrets.placeholders import is_placeholder
 from cassettes_app.secrets.profiles import TextProfile, text_profile
 from cassettes_app.secrets.redaction import redact_message, redact_text
@@ -45,6 +46,7 @@ from cassettes_app.secrets.scanning import (
 )
 
 __all__ = [
+    "CREDENTIAL_HEADERS",
     "LEAK",
     "MAX_HITS",
     "MAX_JSON_DEPTH",
@@ -55,6 +57,7 @@ __all__ = [
     "SecretHit",
     "TextProfile",
     "fingerprint",
+    "is_credential_header",
     "is_placeholder",
     "redact_message",
     "redact_text",

@@ -352,7 +352,10 @@ _TOKEN_NAME_SKIP = re.compile(
     re.ASCII | re.IGNORECASE,
 )
 
-_HEADER_NAMES = frozenset(
+# The one list of header names whose value is a credential, lower case with `-` (a name is
+# compared after `_` -> `-`, so `api_key` is `api-key`). The scanners flag any value under
+# them, and submissions/redact.py never stores one.
+CREDENTIAL_HEADERS = frozenset(
     {
         "authorization",
         "proxy-authorization",
@@ -360,6 +363,7 @@ _HEADER_NAMES = frozenset(
         "api-key",
         "x-goog-api-key",
         "anthropic-api-key",
+        "openai-api-key",
         "x-auth-token",
         "x-access-token",
         "x-amz-security-token",
@@ -368,6 +372,11 @@ _HEADER_NAMES = frozenset(
         "set-cookie",
     }
 )
+
+
+def is_credential_header(name: str) -> bool:
+    """A header name from CREDENTIAL_HEADERS, whatever its case, spaces or `_` for `-`."""
+    return name.strip().lower().replace("_", "-") in CREDENTIAL_HEADERS
 
 
 def _ascii_lower(text: str) -> str:
@@ -476,7 +485,7 @@ def _on_token(text: str, m: re.Match[str], redact: bool) -> _Found:
     name = _full_name(text, m)
     if _TOKEN_NAME_SKIP.search(name):
         return []
-    if name.lower().replace("_", "-") in _HEADER_NAMES:
+    if is_credential_header(name):
         return _one(text, m, "credential-header", "text-header", name, _P_HEADER, redact)
     return _one(text, m, "high-entropy-credential", "token", name, _P_ASSIGN, redact)
 

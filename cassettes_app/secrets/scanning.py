@@ -8,10 +8,10 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from cassettes_app.secrets.detectors import (
-    _HEADER_NAMES,
     _P_ASSIGN,
     _P_COOKIE,
     _P_HEADER,
+    CREDENTIAL_HEADERS,
     _ascii_lower,
     _basic_placeholder,
     _cookie_values,
@@ -185,7 +185,7 @@ def scan_headers(
     for name, raw in _header_items(headers):
         lname = name.strip().lower().replace("_", "-")
         for value in _header_values(raw):
-            if lname in _HEADER_NAMES:
+            if lname in CREDENTIAL_HEADERS:
                 spans = _credential_spans(value, lname)
             else:
                 spans = _resolve(_provider_spans(value))
@@ -263,7 +263,7 @@ def scan_url(url: str, path: str, *, line: int | None = None) -> list[SecretHit]
     return hits
 
 
-_JSON_HEADER_KEYS = frozenset(n.replace("-", "") for n in _HEADER_NAMES) - {"apikey"}
+_JSON_HEADER_KEYS = frozenset(n.replace("-", "") for n in CREDENTIAL_HEADERS) - {"apikey"}
 
 _JSON_CRED_END = (
     "apikey",

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from statistics import mean
 
+from cassettes_app.text import clipped
 from reviewer.cohort.cohort import STATUSES, Candidate, Cohort
 from reviewer.models import Review, Score
 from reviewer.review.rubrics import rubric_for, weighted_total
@@ -206,7 +207,7 @@ def table_rows(cohort: Cohort, candidates: list[Candidate]) -> list[dict]:
                     "row": r.row,
                     "text": r.range_text,
                     "flagged": r.flagged,
-                    "title": hover[: TITLE_CHARS - 1] + "…" if len(hover) > TITLE_CHARS else hover,
+                    "title": clipped(hover, TITLE_CHARS),
                 }
             )
         details = [

@@ -12,6 +12,7 @@ from django.db.models.functions import Substr
 
 from cassettes_app.checks.catalog import CATALOG
 from cassettes_app.diff import Segment, turn_text, word_diff
+from cassettes_app.text import clipped
 from reviewer.cohort.cohort import Candidate, Cohort, RowRange, RowScore
 from reviewer.models import RubricRow
 from reviewer.review.verdict import status_label
@@ -100,8 +101,8 @@ def check_lines(a: Candidate, b: Candidate) -> list[CheckLine]:
         .values_list("submission_id", "check_id", "status", Substr("summary", 1, SUMMARY_CHARS))
     ):
         text = " ".join((summary or "").split())
-        if len(text) >= SUMMARY_CHARS - 1:
-            text = text[: SUMMARY_CHARS - 2].rstrip() + "…"
+        # The database hands at most SUMMARY_CHARS: a text that long was cut there.
+        text = clipped(text, SUMMARY_CHARS - 1)
         found[sid][cid] = CheckSide(status, status_label(status), text)
     ours, theirs = found[a.submission.pk], found[b.submission.pk]
     lines = []

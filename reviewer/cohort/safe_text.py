@@ -8,6 +8,7 @@ the same evidence lines and summaries many times.
 from __future__ import annotations
 
 from cassettes_app.secrets.redaction import redact_text
+from cassettes_app.text import clipped
 
 
 class SafeText:
@@ -34,4 +35,4 @@ class SafeText:
         # into the shown part.
         raw = " ".join(raw.split()) if one_line else raw.strip()
         out = self.full(raw, limit)
-        return out if len(out) <= limit else out[: limit - 1].rstrip() + "…"
+        return clipped(out, limit)

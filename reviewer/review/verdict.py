@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cassettes_app.checks.catalog import CATALOG
+from cassettes_app.text import clipped
 from submissions.models import CheckResult
 
 LABELS = {
@@ -69,8 +70,7 @@ def _count(n: int, one: str, many: str) -> str:
 def _line(check: Any) -> Line:
     spec = CATALOG.get(check.check_id)
     summary = " ".join((check.summary or "").split())
-    if len(summary) > 160:
-        summary = summary[:157].rstrip() + "…"
+    summary = clipped(summary, 160)
     return Line(
         check.check_id,
         spec.title if spec else check.check_id,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from cassettes_app.checks import CheckOutcome, clipped, counted
+from cassettes_app.checks import CheckOutcome, counted
 from cassettes_app.checks.catalog import DEPENDENCIES_INSTALLED
+from cassettes_app.text import clipped
 from submissions.deps.prepare import Prepared
 from submissions.redact import redact_text
 

@@ -28,7 +28,7 @@ from cassettes_app.checks.ledger import (
     classify_event,
     ledger_consistent,
 )
-from cassettes_app.formats.base import LedgerEntry
+from cassettes_app.parsed import LedgerEntry
 from submissions.checks.replay import sandbox_evidence
 from submissions.checks.service_report import Exchange, ProbeReport, cap_text, excerpt
 

@@ -11,7 +11,8 @@ from typing import Any
 from django.conf import settings
 
 from cassettes_app.formats import parse_file
-from cassettes_app.formats.base import LedgerEntry
+from cassettes_app.parsed import LedgerEntry
+from cassettes_app.text import clipped, one_line
 from submissions import sandbox
 from submissions.models import Assignment
 from submissions.redact import redact_text
@@ -232,8 +233,7 @@ class ProbeReport:
 
 
 def excerpt(text: str, limit: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clipped(one_line(text), limit)
 
 
 def cap_text(text: str, limit: int = EVIDENCE_CHARS) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -32,6 +31,8 @@ from packaging.markers import (
 )
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from cassettes_app.safefiles import open_regular
 
 MAX_FILE_BYTES = 5 * 2**20  # a real lock of a large project is well under this
 MAX_REQUIREMENTS = 2000
@@ -79,23 +80,18 @@ class DeclarationError(ValueError):
 
 
 def _read(root: Path, rel: str) -> str | None:
-    """A regular file's text under root (links not followed), None when absent."""
+    """A regular file's text under root (no link anywhere on the way), None when absent."""
     try:
-        fd = os.open(root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        handle = open_regular(root, rel)
     except OSError:
         return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        if info.st_size > MAX_FILE_BYTES:
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > MAX_FILE_BYTES:
             raise DeclarationError(
-                rel, f"{info.st_size} bytes, over the {MAX_FILE_BYTES}-byte limit for a declaration"
+                rel, f"{size} bytes, over the {MAX_FILE_BYTES}-byte limit for a declaration"
             )
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    finally:
-        os.close(fd)
+        data = handle.read(MAX_FILE_BYTES + 1)
     return data.decode("utf-8", "replace")
 
 

@@ -12,8 +12,9 @@ from django.conf import settings
 
 from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.catalog import IDEMPOTENCY_ENFORCED, LIVE_MATCH
+from cassettes_app.checks.trace import DEFAULT_ID_PATTERN
 from cassettes_app.formats import parse_path
-from cassettes_app.formats.base import TraceHop
+from cassettes_app.parsed import TraceHop
 from submissions.checks.environment import env_dependencies_installed
 from submissions.checks.store import checks_store
 from submissions.checks.trace_live.idempotency import (
@@ -143,7 +144,7 @@ def trace_run(job: Job, progress: Progress) -> Outcome:
             max_rows=settings.TRACE_MAX_ROWS,
             timeout=settings.TRACE_TIMEOUT_SECONDS,
             max_bytes=settings.TRACE_MAX_BYTES,
-            id_pattern=assignment.id_pattern or r"ord_[0-9a-f]+",
+            id_pattern=assignment.id_pattern or DEFAULT_ID_PATTERN,
         )
         _store_rows(submission, rows, "live")
         progress.step("idempotency probe", 60)

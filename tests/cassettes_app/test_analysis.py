@@ -251,7 +251,7 @@ def test_a_broken_recording_is_a_finding_and_the_rest_is_analysed(tmp_path: Path
 
 
 def test_an_oversized_file_is_a_finding_not_parsed(tmp_path: Path) -> None:
-    from cassettes_app.formats.base import ParseLimits
+    from cassettes_app.limits import ParseLimits
 
     write_cassette(tmp_path, cassette("x" * 5000))
     config = AnalysisConfig(

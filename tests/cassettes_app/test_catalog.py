@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 
@@ -43,6 +44,36 @@ def test_every_catalog_id_names_the_function_that_computes_it() -> None:
     for spec in catalog.CATALOG.values():
         module = importlib.import_module(spec.module)
         assert callable(getattr(module, spec.function, None)), f"{spec.module}.{spec.function}"
+
+
+def _outcomes_given(path) -> set[str]:
+    """The catalog ids a module gives an outcome: `CheckOutcome(ID, ...)` or `skip(ID, ...)`."""
+    names = {k: v for k, v in vars(catalog).items() if isinstance(v, str) and v in catalog.CATALOG}
+    given = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
+            func = node.func.id if isinstance(node.func, ast.Name) else None
+            if func in ("CheckOutcome", "skip") and node.args[0].id in names:
+                given.add(names[node.args[0].id])
+    return given
+
+
+def test_every_module_that_gives_an_id_an_outcome_is_in_the_catalog() -> None:
+    unlisted = []
+    for app in ("reviewer", "submissions", "cassettes_app"):
+        for path in (ROOT / app).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            for check_id in _outcomes_given(path):
+                spec = catalog.CATALOG[check_id]
+                if module not in (spec.module, *spec.also):
+                    unlisted.append(f"{check_id} in {module}")
+    assert unlisted == []
+    for spec in catalog.CATALOG.values():
+        for module in spec.also:
+            assert spec.id in _outcomes_given(ROOT / (module.replace(".", "/") + ".py"))
 
 
 def test_the_catalog_holds_the_design_ids_and_nothing_else() -> None:

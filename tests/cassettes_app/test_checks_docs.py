@@ -10,12 +10,10 @@ from typing import Any
 
 import pytest
 
-from cassettes_app.checks.docs import (
-    docs_entrypoints,
-    docs_replay_notes,
-    make_targets,
-    replay_note_fields,
-)
+from cassettes_app.checks.docs.entrypoints import docs_entrypoints
+from cassettes_app.checks.docs.makefile import make_targets
+from cassettes_app.checks.docs.note_fields import replay_note_fields
+from cassettes_app.checks.docs.replay_notes import docs_replay_notes
 from tests.paths import DEMO_REPOS
 
 DEMO = DEMO_REPOS

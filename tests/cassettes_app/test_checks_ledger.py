@@ -10,7 +10,7 @@ import pytest
 
 from cassettes_app.checks.ledger import classify_event, ledger_consistent
 from cassettes_app.formats import parse_path
-from cassettes_app.formats.base import LedgerEntry
+from cassettes_app.parsed import LedgerEntry
 from tests.paths import DEMO_REPOS
 
 DEMO = DEMO_REPOS

@@ -17,7 +17,7 @@ from cassettes_app.checks.trace import (
     trace_tool_calls_reach_stub,
 )
 from cassettes_app.formats import parse_path
-from cassettes_app.formats.base import TraceHop
+from cassettes_app.parsed import TraceHop
 from tests.paths import DEMO_REPOS
 
 DEMO = DEMO_REPOS
@@ -190,6 +190,16 @@ def test_near_miss_string_vs_int_is_named_but_not_matched() -> None:
     text = messages(outcome)
     assert "near misses: line 2" in text
     assert 'qty: stub got "3", model asked 3' in text
+
+
+def test_a_float_argument_reaches_the_stub_as_its_integer_but_a_boolean_does_not() -> None:
+    """One JSON rule (cassettes_app/jsonvalues.py): 2.0 is 2, true is not 1."""
+    hops = good_trace()
+    hops[1].req = {"qty": 2.0, "sku": "A-1"}
+    assert trace_tool_calls_reach_stub(hops, PATH).status == "pass"
+    hops[0].resp = tool_calls(("c1", "create_order", '{"sku":"A-1","qty":true}'))
+    hops[1].req = {"qty": 1, "sku": "A-1"}
+    assert trace_tool_calls_reach_stub(hops, PATH).status == "fail"
 
 
 def test_stub_hop_without_real_status_does_not_count() -> None:

@@ -11,13 +11,13 @@ import pytest
 
 from cassettes_app.formats import (
     FORMATS,
-    ParseLimits,
-    ParseResult,
     detect,
     parse_file,
     parse_path,
     vcr,
 )
+from cassettes_app.limits import ParseLimits
+from cassettes_app.parsed import ParseResult
 from tests.paths import FIXTURES, ROOT
 
 CASSETTE_KEY = "ed9c62e0ac547b69"

@@ -10,7 +10,7 @@ import brotli
 import pytest
 
 from cassettes_app.bodies import decode_body
-from cassettes_app.formats import ParseLimits
+from cassettes_app.limits import ParseLimits
 from cassettes_app.providers.sse import parse_sse
 
 SSE = {"Content-Type": "text/event-stream"}

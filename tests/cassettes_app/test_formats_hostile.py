@@ -15,7 +15,9 @@ import pytest
 
 from cassettes_app import formats, safeload
 from cassettes_app.bodies import decode_body
-from cassettes_app.formats import ParsedFinding, ParseLimits, ParseResult, parse_file
+from cassettes_app.formats import parse_file
+from cassettes_app.limits import ParseLimits
+from cassettes_app.parsed import ParsedFinding, ParseResult
 from tests.paths import FIXTURES
 
 

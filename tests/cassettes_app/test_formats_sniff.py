@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from cassettes_app.checks.ledger import ledger_consistent
-from cassettes_app.formats import base, detect, parse_file
+from cassettes_app.formats import detect, parse_file, sniff
 
 
 def _jsonl(*objs: dict) -> bytes:
@@ -50,12 +50,12 @@ def test_an_opentelemetry_export_is_read_as_spans_not_passed_as_a_ledger() -> No
 
 
 def test_a_known_family_this_tool_cannot_read_is_named_with_the_reason() -> None:
-    from cassettes_app.formats import base
+    from cassettes_app.formats import sniff
 
     # A line shape no reader takes, of a family looks_like knows: named, never passed.
     lines = [{"trace_id": "t", "span_id": "s", "name": "x", "attributes": {}}] * 2
     result = parse_file("spans.jsonl", _jsonl(*lines))
-    assert base.looks_like(lines) == "an OpenTelemetry span export"
+    assert sniff.looks_like(lines) == "an OpenTelemetry span export"
     (finding,) = result.findings
     assert finding.kind == "unknown_format"
     assert "looks like an OpenTelemetry span export" in finding.message
@@ -63,7 +63,7 @@ def test_a_known_family_this_tool_cannot_read_is_named_with_the_reason() -> None
 
 def test_the_sample_skips_a_line_cut_by_the_head() -> None:
     head = _jsonl({"event": "model_call"}) + b'{"event": "cache_h'
-    assert base.jsonl_sample(head) == [{"event": "model_call"}]
+    assert sniff.jsonl_sample(head) == [{"event": "model_call"}]
 
 
 def test_a_ledger_of_only_other_events_is_not_passed() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cassettes_app.checks import trace as static_trace
-from cassettes_app.formats.base import TraceHop
 from cassettes_app.hops import EMPTY, MODEL, STUB, hop_kind, is_model_hop, is_model_url, stub_hops
+from cassettes_app.parsed import TraceHop
 
 # Every host either old classifier knew (checks/trace.py and submissions/trace_verify.py).
 PROVIDER_HOSTS = [

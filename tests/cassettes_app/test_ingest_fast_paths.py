@@ -326,7 +326,7 @@ def test_grouped_provider_needles_find_what_each_needle_finds() -> None:
 def test_the_head_tokenizer_finds_what_the_token_pattern_finds() -> None:
     import random
 
-    from cassettes_app.formats import base
+    from cassettes_app.formats import jsonhead
 
     alphabet = ['"', "\\", "{", "}", "[", "]", ":", " ", "\n", "a", "\u00a0", '\\"', '"k":']
     rng = random.Random(3)
@@ -337,19 +337,19 @@ def test_the_head_tokenizer_finds_what_the_token_pattern_finds() -> None:
     for text in texts:
         expected = [
             (m.start(), m.end(), m.end() - len(m.group(1) or "") if m.group(0)[0] == '"' else -1)
-            for m in base._TOKEN.finditer(text)
+            for m in jsonhead._TOKEN.finditer(text)
         ]
-        assert list(base._tokens(text)) == expected, text
+        assert list(jsonhead._tokens(text)) == expected, text
 
 
 def test_a_head_cut_inside_escaped_quotes_is_sniffed_at_once() -> None:
     import time
 
-    from cassettes_app.formats import base
+    from cassettes_app.formats import jsonhead
 
     head = '{"key": "k", "request": "' + '\\"x' * 80_000  # re's tokenizer took ~100 s
     started = time.perf_counter()
-    assert base.json_top_keys(head) == ("object", {"key", "request"})
+    assert jsonhead.json_top_keys(head) == ("object", {"key", "request"})
     assert time.perf_counter() - started < 1.0
 
 

@@ -137,8 +137,8 @@ def test_a_huge_span_export_is_read_in_linear_time() -> None:
 
 
 def test_a_transcript_too_long_to_repeat_keeps_a_tail_of_history_and_says_so() -> None:
-    from cassettes_app.formats.base import ParsedMessage, ParseResult
     from cassettes_app.formats.conversation import model_calls
+    from cassettes_app.parsed import ParsedMessage, ParseResult
 
     messages = []
     for i in range(4_200):

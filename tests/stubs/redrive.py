@@ -8,7 +8,7 @@ sandbox is left out, so these tests need no sandbox.
 from __future__ import annotations
 
 from cassettes_app.checks import CheckOutcome
-from cassettes_app.formats.base import TraceHop
+from cassettes_app.parsed import TraceHop
 from submissions.checks.trace_live.redrive import (
     REDRIVE_BUDGET_SECONDS,
     answers_from_driver,

@@ -8,7 +8,7 @@ from unittest import mock
 
 import pytest
 
-from cassettes_app.formats.base import LedgerEntry
+from cassettes_app.parsed import LedgerEntry
 from reviewer.ops.demo import DEMO_DIR
 from submissions.assignments import assignment_apply, assignment_values, load_assignment_file
 from submissions.checks.service import (

@@ -16,15 +16,16 @@ from types import SimpleNamespace
 import pytest
 
 from cassettes_app.formats import parse_path
-from cassettes_app.formats.base import TraceHop
 from cassettes_app.hops import is_model_hop, stub_hops
+from cassettes_app.jsonvalues import json_equal
+from cassettes_app.parsed import TraceHop
 from submissions.checks.trace_live.idempotency import (
     probe_body_from_hops,
     trace_idempotency_enforced,
 )
 from submissions.checks.trace_live.live import trace_live_match
 from submissions.checks.trace_live.redrive import mask_volatile
-from submissions.checks.trace_live.rows import RowResult, json_equal
+from submissions.checks.trace_live.rows import RowResult
 from submissions.runs.trace import redrive_in_sandbox
 from submissions.sandbox.runtime import redrive_driver as driver
 from tests.stubs.demo import REPOS, DemoStub

@@ -18,10 +18,10 @@ import httpx
 
 from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.catalog import IDEMPOTENCY_ENFORCED
-from cassettes_app.formats.base import TraceHop
+from cassettes_app.checks.trace import DEFAULT_ID_PATTERN
 from cassettes_app.hops import stub_hops
+from cassettes_app.parsed import TraceHop
 from submissions.checks.trace_live.rows import (
-    ORDER_ID_PATTERN,
     describe,
     ids_in,
     join_url,
@@ -87,7 +87,7 @@ def trace_idempotency_enforced(
     qty: int = 1,
     body: dict[str, Any] | None = None,
     orders_path: str = "/orders",
-    id_pattern: str = ORDER_ID_PATTERN,
+    id_pattern: str = DEFAULT_ID_PATTERN,
     max_bytes: int = 64_000,
     retries: int = 1,
     backoff: float = 0.1,

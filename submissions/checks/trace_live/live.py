@@ -19,16 +19,16 @@ from urllib.parse import quote
 
 from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.catalog import LIVE_MATCH
-from cassettes_app.formats.base import TraceHop
+from cassettes_app.checks.trace import DEFAULT_ID_PATTERN
 from cassettes_app.hops import stub_hops
+from cassettes_app.jsonvalues import json_equal
+from cassettes_app.parsed import TraceHop
 from submissions.checks.trace_live.rows import (
     GIVE_UP_AFTER,
-    ORDER_ID_PATTERN,
     RowResult,
     describe,
     ids_in,
     join_url,
-    json_equal,
     loaded,
     preview,
     row_counts,
@@ -167,7 +167,7 @@ def trace_live_match(
     concurrency: int = 4,
     timeout: float = 5.0,
     max_bytes: int = 1_000_000,
-    id_pattern: str = ORDER_ID_PATTERN,
+    id_pattern: str = DEFAULT_ID_PATTERN,
     retries: int = 2,
     backoff: float = 0.1,
     budget: float | None = 120.0,

@@ -20,13 +20,14 @@ from urllib.parse import urlsplit
 
 from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.catalog import LIVE_MATCH
-from cassettes_app.formats.base import TraceHop, get_header
+from cassettes_app.checks.trace import DEFAULT_ID_PATTERN
+from cassettes_app.headers import get_header
 from cassettes_app.hops import stub_hops
+from cassettes_app.jsonvalues import json_equal
+from cassettes_app.parsed import TraceHop
 from submissions.checks.trace_live.rows import (
-    ORDER_ID_PATTERN,
     RowResult,
     join_url,
-    json_equal,
     loaded,
     preview,
     row_counts,
@@ -155,7 +156,7 @@ def trace_live_match_from_redrive(
     *,
     base_url: str,
     path: str = "replay.jsonl",
-    id_pattern: str = ORDER_ID_PATTERN,
+    id_pattern: str = DEFAULT_ID_PATTERN,
     max_rows: int = 500,
 ) -> tuple[CheckOutcome, list[RowResult]]:
     """`trace.live_match` (re-drive) from answers gathered elsewhere: a response or an error."""

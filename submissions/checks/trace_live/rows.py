@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import httpx
 
-ORDER_ID_PATTERN = r"ord_[0-9a-f]+"
+from cassettes_app.jsonvalues import maybe_json
 
 RowOutcome = Literal["match", "mismatch", "missing", "unreachable"]
 
@@ -62,32 +62,8 @@ class RowResult:
 
 
 def loaded(value: Any) -> Any:
-    """A body as data: JSON text parsed, empty text treated as no body."""
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return None
-        if text[0] in '{["' or text in ("true", "false", "null") or text[0] in "-0123456789":
-            try:
-                return json.loads(text)
-            except (ValueError, RecursionError):
-                return value
-    return value
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """JSON-semantic equality: key order ignored, 1 == 1.0, but true != 1."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    return type(a) is type(b) and a == b
+    """A body as data: JSON text parsed, other text kept as text, empty text no body."""
+    return maybe_json(value, keep_text=True)
 
 
 def preview(value: Any) -> Any:
