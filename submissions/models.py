@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q, QuerySet
@@ -62,7 +64,7 @@ class Assignment(models.Model):
     def __str__(self) -> str:
         return self.title
 
-    def save(self, *args: object, **kwargs: object) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         """Save, never writing back the table generation this instance was loaded with.
 
         Other transactions move it on with an UPDATE; writing an older value back would

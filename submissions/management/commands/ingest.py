@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -36,8 +37,8 @@ class Command(BaseCommand):
             help="run the jobs in this process instead of waiting for a worker",
         )
 
-    def handle(self, *args: object, **options: object) -> None:
-        archive: Path = options["archive"]  # type: ignore[assignment]
+    def handle(self, *args: Any, **options: Any) -> None:
+        archive: Path = options["archive"]
         if not archive.is_file():
             raise CommandError(f"{archive}: no such file")
         try:
@@ -78,7 +79,7 @@ class Command(BaseCommand):
         if options["inline"]:
             self._run_inline(submission)
         elif options["wait"]:
-            self._wait(submission, float(options["timeout"]))  # type: ignore[arg-type]
+            self._wait(submission, float(options["timeout"]))
         self.stdout.write(str(submission.pk))
 
     def _run_inline(self, submission: Submission) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
@@ -31,8 +32,8 @@ class Command(IngestCommand):
             "--inline", action="store_true", help="compare in this process, not on a worker"
         )
 
-    def handle(self, *args: object, **options: object) -> None:
-        archive: Path = options["archive"]  # type: ignore[assignment]
+    def handle(self, *args: Any, **options: Any) -> None:
+        archive: Path = options["archive"]
         if not archive.is_file():
             raise CommandError(f"{archive}: no such file")
         submission = Submission.objects.filter(pk=options["submission"]).first()
@@ -50,7 +51,7 @@ class Command(IngestCommand):
         if options["inline"]:
             self._run_inline(submission)
         elif options["wait"]:
-            self._wait(submission, float(options["timeout"]))  # type: ignore[arg-type]
+            self._wait(submission, float(options["timeout"]))
         rerecord.refresh_from_db()
         self._summary(rerecord)
         self.stdout.write(str(rerecord.pk))

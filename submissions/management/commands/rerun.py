@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.management.base import CommandError, CommandParser
 
 from submissions.jobs.rerun import RERUN_KINDS, RerunRefused, submission_rerun
@@ -28,7 +30,7 @@ class Command(IngestCommand):
             "--inline", action="store_true", help="run the jobs in this process, not on a worker"
         )
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         submission = Submission.objects.filter(pk=options["submission"]).first()
         if submission is None:
             raise CommandError(f"no submission with id {options['submission']}")
@@ -40,7 +42,7 @@ class Command(IngestCommand):
         if options["inline"]:
             self._run_inline(submission)
         elif options["wait"]:
-            self._wait(submission, float(options["timeout"]))  # type: ignore[arg-type]
+            self._wait(submission, float(options["timeout"]))
         for ended in submission.jobs.filter(pk__gte=job.pk).order_by("pk"):
             note = f": {ended.error}" if ended.error else ""
             self.stderr.write(f"{ended.kind} job {ended.pk}: {ended.state}{note}")

@@ -45,7 +45,7 @@ while True:
             sys.exit(0)
         time.sleep(0.1)
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-answers = []
+answers: list[dict[str, object]] = []
 for r in spec["requests"]:
     body = r["body"].encode() if r["body"] is not None else None
     req = urllib.request.Request(r["url"], data=body, method=r["method"], headers=r["headers"])
