@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -130,7 +131,7 @@ def _variants(
         variants.append(
             (
                 Variant(f"matches if `{name}` is kept", "kept", (name,)),
-                lambda kept=kept: canonical_request(payload, kept),
+                functools.partial(canonical_request, payload, kept),
             )
         )
     if len(present) > 1:
@@ -179,7 +180,7 @@ def _variants(
             variants.append(
                 (
                     Variant(f"matches if `{name}` is also dropped", "dropped", (name,)),
-                    lambda extra=extra: canonical_request(payload, extra),
+                    functools.partial(canonical_request, payload, extra),
                 )
             )
     if isinstance(document, Mapping):

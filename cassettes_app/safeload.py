@@ -10,9 +10,9 @@ import gc
 import json
 import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from itertools import compress
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -31,9 +31,11 @@ __all__ = [
     "decode_utf8",
     "error_line",
     "error_message",
+    "int_at",
     "iter_jsonl",
     "load_json",
     "load_yaml",
+    "object_at",
 ]
 
 try:
@@ -55,6 +57,20 @@ def decode_utf8(data: bytes | bytearray | str) -> str:
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise LoadError(f"invalid UTF-8 at byte {exc.start}", line) from None
+
+
+def object_at(parent: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """`parent[key]` when it is an object, else an empty one: a recording may hold anything,
+    a string or a list included, where its format expects an object. (The loaders make every
+    object a dict, and the dict check is the cheap one: stream folds call this per event.)"""
+    value = parent.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def int_at(parent: Mapping[str, Any], key: str, default: int) -> int:
+    """`parent[key]` when it is an int, else `default`."""
+    value = parent.get(key)
+    return value if isinstance(value, int) else default
 
 
 def _without_bom(raw: bytes) -> bytes:
@@ -139,7 +155,7 @@ def _decoder(max_int_digits: int, check_ints: bool = True) -> json.JSONDecoder:
     )
 
 
-_WHITESPACE = json.decoder.WHITESPACE.match
+_WHITESPACE = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]  # not in typeshed
 
 
 def _decode(decoder: json.JSONDecoder, text: str) -> Any:
@@ -282,7 +298,7 @@ def _short_tag(tag: str) -> str:
     return "!!" + tag[len(_STD_PREFIX) :] if tag.startswith(_STD_PREFIX) else tag
 
 
-class _CassetteLoader(_BaseLoader):  # type: ignore[misc,valid-type]
+class _CassetteLoader(_BaseLoader):
     """Safe loader plus the few benign python tags legacy vcrpy cassettes carry.
 
     libyaml's composer calls back into Python to resolve the tag of every node. With no
@@ -313,13 +329,18 @@ _RESOLVED: dict[str, str] = {}
 assert not _CassetteLoader.yaml_path_resolvers
 
 
+# The constructors below get whatever node carries their tag; PyYAML's construct_scalar,
+# construct_sequence and construct_mapping check the node's kind themselves and raise
+# ConstructorError (a parse error) on another, hence the casts.
+
+
 def _construct_python_str(loader: _CassetteLoader, node: yaml.Node) -> str:
-    return loader.construct_scalar(node)
+    return loader.construct_scalar(cast(yaml.ScalarNode, node))
 
 
 def _construct_python_tuple(loader: _CassetteLoader, node: yaml.Node) -> list[Any]:
     # Kept as a list so downstream code sees plain JSON-like values.
-    return list(loader.construct_sequence(node, deep=True))
+    return list(loader.construct_sequence(cast(yaml.SequenceNode, node), deep=True))
 
 
 def _construct_bytesio(loader: _CassetteLoader, node: yaml.Node) -> bytes:
@@ -337,7 +358,7 @@ def _construct_bytesio(loader: _CassetteLoader, node: yaml.Node) -> bytes:
 def _construct_iter(loader: _CassetteLoader, node: yaml.Node) -> list[Any]:
     # Iterator bodies were stored as apply:builtins.iter with args=[sequence]; never call iter().
     if not isinstance(node, yaml.MappingNode):
-        return list(loader.construct_sequence(node, deep=True))
+        return list(loader.construct_sequence(cast(yaml.SequenceNode, node), deep=True))
     mapping = loader.construct_mapping(node, deep=True)
     args = mapping.get("args") or [[]]
     first = args[0] if isinstance(args, list | tuple) and args else []
@@ -352,6 +373,7 @@ def _construct_istr(loader: _CassetteLoader, node: yaml.Node) -> str:
         return str(items[0]) if items and isinstance(items[0], str) else ""
     if isinstance(node, yaml.ScalarNode):
         return loader.construct_scalar(node)
+    assert isinstance(node, yaml.MappingNode)  # the composer makes only these three kinds
     mapping = loader.construct_mapping(node, deep=True)
     args = mapping.get("args") or [""]
     return str(args[0]) if isinstance(args, list | tuple) and args else ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,6 +16,9 @@ _FALSE = {"0", "false", "no", "off", ""}
 class Env:
     """Reads typed values from a mapping; a bad value raises ImproperlyConfigured naming it."""
 
+    # The readers are named after the types they return, so below `def str` the name `str` is
+    # that method inside this class body: annotations there spell `builtins.str`.
+
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         self.environ = os.environ if environ is None else environ
 
@@ -22,7 +26,7 @@ class Env:
         """A string, or the default when unset."""
         return self.environ.get(name, default)
 
-    def bool(self, name: str, default: bool) -> bool:
+    def bool(self, name: builtins.str, default: bool) -> bool:
         """A boolean written as 1/0, true/false, yes/no or on/off."""
         raw = self.environ.get(name)
         if raw is None:
@@ -34,7 +38,7 @@ class Env:
             return False
         raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false), got {raw!r}")
 
-    def int(self, name: str, default: int, *, minimum: int | None = 0) -> int:
+    def int(self, name: builtins.str, default: int, *, minimum: int | None = 0) -> int:
         """An integer, at least `minimum` when one is given."""
         raw = self.environ.get(name)
         if raw is None or raw.strip() == "":
@@ -47,7 +51,7 @@ class Env:
             raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
         return value
 
-    def float(self, name: str, default: float, *, minimum: float | None = 0.0) -> float:
+    def float(self, name: builtins.str, default: float, *, minimum: float | None = 0.0) -> float:
         """A float, at least `minimum` when one is given."""
         raw = self.environ.get(name)
         if raw is None or raw.strip() == "":
@@ -62,14 +66,16 @@ class Env:
             raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
         return value
 
-    def list(self, name: str, default: list[str] | None = None) -> list[str]:
+    def list(
+        self, name: builtins.str, default: list[builtins.str] | None = None
+    ) -> list[builtins.str]:
         """A comma-separated list; blanks dropped."""
         raw = self.environ.get(name)
         if raw is None:
             return list(default or [])
         return [item.strip() for item in raw.split(",") if item.strip()]
 
-    def path(self, name: str, default: Path) -> Path:
+    def path(self, name: builtins.str, default: Path) -> Path:
         """An absolute filesystem path (relative values are refused: they depend on the cwd)."""
         raw = self.environ.get(name)
         if raw is None or raw.strip() == "":
@@ -79,7 +85,9 @@ class Env:
             raise ImproperlyConfigured(f"{name} must be an absolute path, got {raw!r}")
         return path
 
-    def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
+    def choice(
+        self, name: builtins.str, default: builtins.str, choices: tuple[builtins.str, ...]
+    ) -> builtins.str:
         """One of a fixed set of strings."""
         value = self.environ.get(name, default).strip()
         if value not in choices:
@@ -87,7 +95,9 @@ class Env:
             raise ImproperlyConfigured(f"{name} must be one of {allowed}, got {value!r}")
         return value
 
-    def url(self, name: str, default: str, *, schemes: tuple[str, ...]) -> str:
+    def url(
+        self, name: builtins.str, default: builtins.str, *, schemes: tuple[builtins.str, ...]
+    ) -> builtins.str:
         """A URL whose scheme is one of `schemes`."""
         value = self.environ.get(name, default).strip()
         scheme = value.split("://", 1)[0] if "://" in value else ""

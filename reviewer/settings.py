@@ -98,7 +98,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": DATA_DIR / "db.sqlite3",
+            "NAME": str(DATA_DIR / "db.sqlite3"),
             # The embedded worker writes while the web process reads: WAL and a busy timeout
             # keep "database is locked" away.
             "OPTIONS": {
@@ -273,7 +273,7 @@ if REDIS_URL:
     # The visibility timeout must exceed the hard time limit, or a long job is redelivered
     # to a second worker while the first still runs it (Celery's Redis caveats).
     _visibility = {"visibility_timeout": 2 * JOB_TIME_LIMIT}
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
         **_visibility,
         "socket_connect_timeout": 3,
         "socket_timeout": 10,

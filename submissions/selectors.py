@@ -60,7 +60,7 @@ def _secret_paths(checks: list[CheckResult]) -> set[str]:
     """Paths that hold a leaked credential, from the no_secrets check's evidence."""
     for check in checks:
         if check.check_id == NO_SECRETS and check.status == "fail":
-            return {e.get("path") for e in check.evidence if isinstance(e, dict) and e.get("path")}
+            return {path for e in check.evidence if isinstance(e, dict) and (path := e.get("path"))}
     return set()
 
 
@@ -116,7 +116,7 @@ def evidence_context(
         submission.trace_rows.order_by("recording_id", "line"), size, pages.get("trace")
     )
     findings = _page(submission.findings.all(), size, pages.get("findings")) if paged else None
-    found = findings.object_list if paged else list(submission.findings.all()[:200])
+    found = findings.object_list if findings is not None else list(submission.findings.all()[:200])
     checks = sorted(
         submission.checks.all(), key=lambda c: (_CHECK_ORDER.get(c.status, 9), c.check_id)
     )

@@ -121,10 +121,10 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
                 and isinstance(obj.get("payload"), dict)
                 else None
             )
-            if isinstance(payload_model, str) and payload_model:
+            if isinstance(payload_model, str) and payload_model and line is not None:
                 models[line] = payload_model
             if converted is None:
-                payload = obj.get("payload") if isinstance(obj.get("payload"), dict) else {}
+                payload = safeload.object_at(obj, "payload")
                 kind = str(payload.get("type") or obj.get("type") or "untyped")[:40]
                 other[kind] = other.get(kind, 0) + 1
                 continue
@@ -155,7 +155,9 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
         if stamp and line is not None:
             times[line] = stamp
     if other:
-        who = {CLAUDE_CODE: "Claude Code", CLAUDE_SDK: "Agent SDK stream"}.get(family, "Codex")
+        who = {CLAUDE_CODE: "Claude Code", CLAUDE_SDK: "Agent SDK stream"}.get(
+            family or "", "Codex"
+        )
         result.findings.append(tally_finding(path, f"{who} bookkeeping lines not read", other))
     if result.messages and not recording.interactions:
         # A transcript: its model calls (one per run of assistant messages) become the
@@ -222,7 +224,7 @@ def _codex_message(obj: dict[str, Any]) -> dict[str, Any] | None:
 
 def _interaction(
     index: int,
-    line: int,
+    line: int | None,
     obj: dict[str, Any],
     limits: ParseLimits,
     result: ParseResult,
@@ -264,7 +266,7 @@ def _payload(value: Any) -> Any:
 
 
 def _message(
-    line: int, msg: dict[str, Any], limits: ParseLimits, result: ParseResult, path: str
+    line: int | None, msg: dict[str, Any], limits: ParseLimits, result: ParseResult, path: str
 ) -> ParsedMessage:
     content = msg.get("content", msg.get("parts"))
     calls: list[ToolCall] = []
@@ -287,7 +289,7 @@ def _message(
 
     for call in msg.get("tool_calls") or []:
         if isinstance(call, dict):
-            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            function = safeload.object_at(call, "function")
             add(call.get("id"), function.get("name", call.get("name")), function.get("arguments"))
     legacy = msg.get("function_call")
     if isinstance(legacy, dict):

@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from cassettes_app import safeload
 from cassettes_app.parsed import Body, ParsedFinding, ParsedInteraction, ParsedMessage, ParseResult
 
 # Each call's request holds the whole conversation before it (a list of references to the
@@ -284,7 +285,7 @@ def _part(part: Any, out: dict[str, Any], texts: list[str], calls: list[dict[str
         out["tool_call_id"] = function_response.get("id") or function_response.get("name")
         texts.append(_dump(function_response.get("response")))
     elif kind in ("tool_call", "tool-call", "tool_use", "function_call"):
-        arguments = next((part[k] for k in ("arguments", "input", "args") if k in part), {})
+        arguments: Any = next((part[k] for k in ("arguments", "input", "args") if k in part), {})
         call_id = part.get("id", part.get("toolCallId", part.get("call_id")))
         calls.append(tool_call(call_id, part.get("name", part.get("toolName")), arguments))
     elif kind in ("tool_call_response", "tool-result", "tool_result", "function_call_output"):
@@ -369,7 +370,7 @@ def as_chat_messages(value: Any) -> list[dict[str, Any]]:
     if not isinstance(value, Mapping):
         return [] if value is None else [{"role": "user", "content": _dump(value)}]
     messages: list[dict[str, Any]] = []
-    config = value.get("config") if isinstance(value.get("config"), Mapping) else {}
+    config = safeload.object_at(value, "config")
     system = value.get("system", value.get("system_instruction",
                                             config.get("system_instruction")))  # fmt: skip
     if system:

@@ -87,11 +87,11 @@ def _interaction(
             )
         )
         return None
-    response = entry.get("response") if isinstance(entry.get("response"), dict) else {}
+    response = safeload.object_at(entry, "response")
     request_headers, _ = header_pairs(request.get("headers"))
     response_headers, _ = header_pairs(response.get("headers"))
 
-    post = request.get("postData") if isinstance(request.get("postData"), dict) else {}
+    post = safeload.object_at(request, "postData")
     raw_request = post.get("text")
     if raw_request is None and isinstance(post.get("params"), list):
         raw_request = urlencode(
@@ -100,7 +100,7 @@ def _interaction(
     if post.get("mimeType") and get_header(request_headers, "content-type") is None:
         request_headers = [*request_headers, ("content-type", scalar_text(post["mimeType"]))]
 
-    content = response.get("content") if isinstance(response.get("content"), dict) else {}
+    content = safeload.object_at(response, "content")
     body_headers = response_headers
     if content.get("mimeType") and get_header(response_headers, "content-type") is None:
         body_headers = [*response_headers, ("content-type", scalar_text(content["mimeType"]))]

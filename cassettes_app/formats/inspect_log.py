@@ -46,6 +46,13 @@ NOTE = "rebuilt from an inspect_ai model event"
 ZIP_MAGIC = b"PK\x03\x04"
 MAX_MEMBERS = 20_000
 _SAMPLE = re.compile(r"^samples/[^/]+\.json$")
+# What reading one member may raise: a finding for that member, the rest still read.
+_MEMBER_ERRORS: tuple[type[BaseException], ...] = (
+    *PARSE_ERRORS,
+    zipfile.BadZipFile,
+    OSError,
+    EOFError,
+)
 
 
 def sniff(path: str, head: bytes) -> float:
@@ -74,7 +81,7 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
             )
             return
         header, samples = doc, iter(doc.get("samples") or [])
-    spec = header.get("eval") if isinstance(header.get("eval"), Mapping) else {}
+    spec = safeload.object_at(header, "eval")
     default_model = spec.get("model") if isinstance(spec.get("model"), str) else None
     recording = ParsedRecording(
         path=path,
@@ -137,7 +144,7 @@ def _output(output: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None, 
     reply = (
         as_chat_message({**message, "role": "assistant"}) if isinstance(message, Mapping) else None
     )
-    usage = output.get("usage") if isinstance(output.get("usage"), Mapping) else {}
+    usage = safeload.object_at(output, "usage")
     counts = token_usage(
         usage.get("input_tokens"), usage.get("output_tokens"), usage.get("total_tokens")
     )
@@ -212,10 +219,12 @@ def _unzip(
                 f"local headers; {broke}",
             )
         )
-        header = next((v for k, v in found if k in ("header.json", "_journal/start.json")), {})
-        samples = [v for k, v in sorted(found, key=lambda kv: _sample_order(kv[0]))
-                   if _SAMPLE.match(k)]  # fmt: skip
-        return (header if isinstance(header, Mapping) else {}), iter(samples)
+        first: object = next(
+            (v for k, v in found if k in ("header.json", "_journal/start.json")), {}
+        )
+        loose = [v for k, v in sorted(found, key=lambda kv: _sample_order(kv[0]))
+                 if _SAMPLE.match(k)]  # fmt: skip
+        return (first if isinstance(first, Mapping) else {}), iter(loose)
     if len(members) > MAX_MEMBERS:
         raise LoadError(f".eval zip has {len(members)} entries, over {MAX_MEMBERS}")
     budget = [4 * limits.max_file_bytes]
@@ -237,7 +246,7 @@ def _unzip(
         if name in by_name:
             try:
                 loaded = read(by_name[name])
-            except (*PARSE_ERRORS, zipfile.BadZipFile, OSError, EOFError) as exc:
+            except _MEMBER_ERRORS as exc:
                 result.findings.append(
                     ParsedFinding("parse_error", "warn", path, None, f"{name}: {exc}")
                 )
@@ -251,7 +260,7 @@ def _unzip(
                            key=lambda m: _sample_order(m.filename)):  # fmt: skip
             try:
                 yield read(info)
-            except (*PARSE_ERRORS, zipfile.BadZipFile, OSError, EOFError) as exc:
+            except _MEMBER_ERRORS as exc:
                 result.findings.append(
                     ParsedFinding(
                         "parse_error", "warn", path, None, f"{info.filename}: {exc}; skipped"

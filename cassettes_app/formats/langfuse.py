@@ -68,8 +68,8 @@ def _observations(doc: Any) -> Iterator[Mapping[str, Any]]:
 
 
 def _usage(obs: Mapping[str, Any]) -> dict[str, Any] | None:
-    details = obs.get("usageDetails") if isinstance(obs.get("usageDetails"), Mapping) else {}
-    legacy = obs.get("usage") if isinstance(obs.get("usage"), Mapping) else {}
+    details = safeload.object_at(obs, "usageDetails")
+    legacy = safeload.object_at(obs, "usage")
     return token_usage(
         details.get("input", legacy.get("input", obs.get("promptTokens"))),
         details.get("output", legacy.get("output", obs.get("completionTokens"))),

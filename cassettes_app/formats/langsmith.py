@@ -78,7 +78,7 @@ def _runs(doc: Any) -> list[dict[str, Any]]:
     elif isinstance(doc, list):
         roots = [r for r in doc if isinstance(r, Mapping)]
     elif isinstance(doc, Mapping):
-        roots = [doc.get("run") if isinstance(doc.get("run"), Mapping) else doc]
+        roots = [single if isinstance(single := doc.get("run"), Mapping) else doc]
         roots = [*roots, *(r for r in doc.get("runs") or [] if isinstance(r, Mapping))]
     else:
         roots = []
@@ -140,7 +140,7 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
     llm.sort(key=lambda r: iso_time(r.get("start_time")) or "")
     for run in llm:
         inputs = run.get("inputs")
-        outputs = run.get("outputs") if isinstance(run.get("outputs"), Mapping) else {}
+        outputs = safeload.object_at(run, "outputs")
         model = _model(run)
         request, response = chat_call(
             as_chat_messages(inputs),

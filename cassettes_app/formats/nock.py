@@ -73,8 +73,10 @@ def _response(entry: dict[str, Any], path: str, index: int, result: ParseResult)
     chunks = response if isinstance(response, list) else None
     hexed = entry.get("responseIsBinary") and isinstance(response, str)
     if hexed or (chunks and all(isinstance(c, str) for c in chunks) and _all_hex(chunks)):
+        hex_text = "".join(chunks) if chunks else response
+        assert isinstance(hex_text, str)  # no chunks: `hexed`, so the response is a string
         try:
-            return binascii.unhexlify("".join(chunks) if chunks else response)
+            return binascii.unhexlify(hex_text)
         except (binascii.Error, ValueError):
             result.findings.append(
                 ParsedFinding("body_problem", "warn", path, None, f"entry {index}: bad hex body")

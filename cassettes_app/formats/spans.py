@@ -159,12 +159,12 @@ def _documents(
 
 def _spans(
     result: ParseResult, path: str, data: bytes, limits: ParseLimits
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[Mapping[str, Any]]:
     for _, doc in _documents(result, path, data, limits):
         yield from _spans_of(doc)
 
 
-def _spans_of(doc: Any) -> Iterator[dict[str, Any]]:
+def _spans_of(doc: Any) -> Iterator[Mapping[str, Any]]:
     if isinstance(doc, list):
         for item in doc:
             yield from _spans_of(item)
@@ -559,8 +559,8 @@ def _interaction(
     usage = _usage(attrs)
     if usage and isinstance(response, dict) and "choices" in response:
         response["usage"] = usage
-    context = span.get("context") if isinstance(span.get("context"), Mapping) else {}
-    status = span.get("status") if isinstance(span.get("status"), Mapping) else {}
+    context = safeload.object_at(span, "context")
+    status = safeload.object_at(span, "status")
     failed = str(status.get("status_code") or status.get("code") or "").upper() in (
         "ERROR",
         "STATUS_CODE_ERROR",

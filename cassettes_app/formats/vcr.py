@@ -158,7 +158,7 @@ def _interaction(
     from_yaml: bool,
 ) -> ParsedInteraction:
     request = item["request"]
-    response = item.get("response") if isinstance(item.get("response"), dict) else {}
+    response = safeload.object_at(item, "response")
     request_headers, coerced = _header_pairs(request.get("headers"))
     response_headers, coerced_response = _header_pairs(response.get("headers"))
     if from_yaml:

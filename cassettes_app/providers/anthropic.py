@@ -133,7 +133,7 @@ def fold_stream(events: list[dict[str, Any]], limits: ParseLimits) -> tuple[Any,
 
     for event in events:
         kind = event.get("type")
-        index = event.get("index") if isinstance(event.get("index"), int) else 0
+        index = safeload.int_at(event, "index", 0)
         if kind == "message_start" and isinstance(event.get("message"), dict):
             message = dict(event["message"])
             for position, block in enumerate(message.get("content") or []):
@@ -161,7 +161,7 @@ def fold_stream(events: list[dict[str, Any]], limits: ParseLimits) -> tuple[Any,
         elif kind == "content_block_stop":
             finish_block(index)
         elif kind == "message_delta":
-            delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
+            delta = safeload.object_at(event, "delta")
             message.update(delta)
             if isinstance(event.get("usage"), dict):
                 usage = dict(message.get("usage") or {})

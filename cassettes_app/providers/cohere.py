@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cassettes_app import safeload
 from cassettes_app.limits import ParseLimits
 
 V2_TYPES = frozenset(
@@ -52,23 +53,23 @@ def fold_stream(chunks: list[dict[str, Any]], limits: ParseLimits) -> tuple[Any,
     ended = False
     for chunk in chunks:
         kind = chunk.get("type")
-        delta = chunk.get("delta") if isinstance(chunk.get("delta"), dict) else {}
-        message = delta.get("message") if isinstance(delta.get("message"), dict) else {}
+        delta = safeload.object_at(chunk, "delta")
+        message = safeload.object_at(delta, "message")
         if kind == "message-start" and chunk.get("id"):
             out["id"] = chunk["id"]
         elif kind == "content-delta":
-            content = message.get("content") if isinstance(message.get("content"), dict) else {}
+            content = safeload.object_at(message, "content")
             if isinstance(content.get("text"), str):
                 text.append(content["text"])
         elif kind == "tool-plan-delta" and isinstance(message.get("tool_plan"), str):
             plan.append(message["tool_plan"])
         elif kind in ("tool-call-start", "tool-call-delta"):
-            index = chunk.get("index") if isinstance(chunk.get("index"), int) else len(calls)
-            call = message.get("tool_calls") if isinstance(message.get("tool_calls"), dict) else {}
+            index = safeload.int_at(chunk, "index", len(calls))
+            call = safeload.object_at(message, "tool_calls")
             slot = calls.setdefault(
                 index, {"id": None, "type": "function", "function": {"name": None, "arguments": ""}}
             )
-            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            function = safeload.object_at(call, "function")
             slot["id"] = call.get("id") or slot["id"]
             slot["function"]["name"] = function.get("name") or slot["function"]["name"]
             if isinstance(function.get("arguments"), str):

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from cassettes_app import safeload
+
 OLLAMA, COHERE, BEDROCK = "ollama", "cohere", "bedrock-converse"
 NAMES = (OLLAMA, COHERE, BEDROCK)
 
@@ -161,8 +163,8 @@ def _cohere(req: dict[str, Any], resp: Mapping[str, Any] | None) -> tuple[dict, 
             for c in message.get("tool_calls") or []
             if isinstance(c, Mapping)
         ]  # fmt: skip
-        usage = resp.get("usage") if isinstance(resp.get("usage"), Mapping) else {}
-        tokens = usage.get("tokens") if isinstance(usage.get("tokens"), Mapping) else {}
+        usage = safeload.object_at(resp, "usage")
+        tokens = safeload.object_at(usage, "tokens")
     else:  # v1
         reply = {"role": "assistant", "content": resp.get("text")}
         calls = [
@@ -170,11 +172,9 @@ def _cohere(req: dict[str, Any], resp: Mapping[str, Any] | None) -> tuple[dict, 
             for c in resp.get("tool_calls") or []
             if isinstance(c, Mapping)
         ]
-        meta = resp.get("meta") if isinstance(resp.get("meta"), Mapping) else {}
-        tokens = meta.get("tokens") if isinstance(meta.get("tokens"), Mapping) else {}
-        tokens = tokens or (
-            meta.get("billed_units") if isinstance(meta.get("billed_units"), Mapping) else {}
-        )
+        meta = safeload.object_at(resp, "meta")
+        tokens = safeload.object_at(meta, "tokens")
+        tokens = tokens or safeload.object_at(meta, "billed_units")
     if calls:
         reply["tool_calls"] = calls
     completion = _completion(
@@ -234,13 +234,13 @@ def _bedrock(
     request = {"model": model, "messages": messages}
     if resp is None:
         return request, None
-    output = resp.get("output") if isinstance(resp.get("output"), Mapping) else {}
-    message = output.get("message") if isinstance(output.get("message"), Mapping) else {}
+    output = safeload.object_at(resp, "output")
+    message = safeload.object_at(output, "message")
     text, calls, _ = _bedrock_content(message.get("content"))
     reply: dict[str, Any] = {"role": "assistant", "content": text}
     if calls:
         reply["tool_calls"] = calls
-    usage = resp.get("usage") if isinstance(resp.get("usage"), Mapping) else {}
+    usage = safeload.object_at(resp, "usage")
     completion = _completion(
         model, reply, resp.get("stopReason"), usage.get("inputTokens"), usage.get("outputTokens")
     )

@@ -149,18 +149,16 @@ def fold_converse(events: list[dict[str, Any]]) -> tuple[dict[str, Any], list[st
     stopped = False
     for event in events:
         kind = event.get("_event")
-        index = (
-            event.get("contentBlockIndex") if isinstance(event.get("contentBlockIndex"), int) else 0
-        )
+        index = safeload.int_at(event, "contentBlockIndex", 0)
         if kind == "messageStart":
             role = event.get("role") or role
         elif kind == "contentBlockStart":
-            start = event.get("start") if isinstance(event.get("start"), dict) else {}
+            start = safeload.object_at(event, "start")
             tool = start.get("toolUse")
             if isinstance(tool, dict):
                 blocks[index] = {"toolUse": {**tool, "input": ""}}
         elif kind == "contentBlockDelta":
-            delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
+            delta = safeload.object_at(event, "delta")
             if isinstance(delta.get("text"), str):
                 block = blocks.setdefault(index, {"text": ""})
                 block["text"] = block.get("text", "") + delta["text"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cassettes_app import safeload
 from cassettes_app.limits import ParseLimits
 from cassettes_app.providers.common import (
     Exchange,
@@ -133,11 +134,11 @@ def fold_stream(chunks: list[dict[str, Any]], limits: ParseLimits) -> tuple[Any,
         for candidate in chunk.get("candidates") or []:
             if not isinstance(candidate, dict):
                 continue
-            index = candidate.get("index") if isinstance(candidate.get("index"), int) else 0
+            index = safeload.int_at(candidate, "index", 0)
             slot = candidates.setdefault(
                 index, {"content": {"role": "model", "parts": []}, "index": index}
             )
-            content = candidate.get("content") if isinstance(candidate.get("content"), dict) else {}
+            content = safeload.object_at(candidate, "content")
             if isinstance(content.get("role"), str):
                 slot["content"]["role"] = content["role"]
             parts = slot["content"]["parts"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cassettes_app import safeload
 from cassettes_app.limits import ParseLimits
 from cassettes_app.providers.common import (
     Exchange,
@@ -169,7 +170,7 @@ def fold_stream(chunks: list[dict[str, Any]], limits: ParseLimits) -> tuple[Any,
             for position, piece in enumerate(pieces):
                 if not isinstance(piece, dict):
                     continue
-                call_index = piece.get("index") if isinstance(piece.get("index"), int) else position
+                call_index = safeload.int_at(piece, "index", position)
                 call = slot_calls.setdefault(
                     call_index,
                     {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
@@ -178,7 +179,7 @@ def fold_stream(chunks: list[dict[str, Any]], limits: ParseLimits) -> tuple[Any,
                     call["id"] = piece["id"]
                 if isinstance(piece.get("type"), str):
                     call["type"] = piece["type"]
-                function = piece.get("function") if isinstance(piece.get("function"), dict) else {}
+                function = safeload.object_at(piece, "function")
                 joiner.add(call["function"], "name", function.get("name"))
                 joiner.add(call["function"], "arguments", function.get("arguments"))
             finish_reason = choice.get("finish_reason")

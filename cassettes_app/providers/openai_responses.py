@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cassettes_app import safeload
 from cassettes_app.limits import ParseLimits
 from cassettes_app.providers.common import (
     Exchange,
@@ -142,12 +143,12 @@ def fold_stream(events: list[dict[str, Any]], limits: ParseLimits) -> tuple[Any,
     joiner = Joiner()
 
     def item_at(event: dict[str, Any], default_type: str) -> dict[str, Any]:
-        index = event.get("output_index") if isinstance(event.get("output_index"), int) else 0
+        index = safeload.int_at(event, "output_index", 0)
         return items.setdefault(index, {"type": default_type})
 
     def part_at(item: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
         content = item.setdefault("content", [])
-        index = event.get("content_index") if isinstance(event.get("content_index"), int) else 0
+        index = safeload.int_at(event, "content_index", 0)
         while len(content) <= index:
             content.append({"type": "output_text", "text": "", "annotations": []})
         return content[index]
@@ -164,9 +165,7 @@ def fold_stream(events: list[dict[str, Any]], limits: ParseLimits) -> tuple[Any,
         elif kind in ("response.output_item.added", "response.output_item.done"):
             item = event.get("item")
             if isinstance(item, dict):
-                index = (
-                    event.get("output_index") if isinstance(event.get("output_index"), int) else 0
-                )
+                index = safeload.int_at(event, "output_index", 0)
                 items[index] = json.loads(json.dumps(item))
         elif kind == "response.content_part.added":
             part = event.get("part")

@@ -156,7 +156,8 @@ def decode_stream(text: str, limits: ParseLimits) -> tuple[Any, str, bool, list[
             if event.event and "type" not in obj and event.event != "message":
                 obj = {**obj, "_event": event.event}
             payloads.append(obj)
-    reassemble = STREAM_FOLDS.get(kind or stream_kind(payloads))
+    stream = kind or stream_kind(payloads)
+    reassemble = STREAM_FOLDS.get(stream) if stream else None
     if reassemble is None:
         return None, note + " (unrecognised stream)", capped, problems
     result, more = reassemble(payloads, limits)

@@ -95,7 +95,7 @@ def _strong_placeholder(value: str) -> bool:
     if _masked(value):
         return True
     parts = _word_parts(value)
-    return bool(parts) and any(p in _STRONG_WORDS or set(p) == {"x"} for p in parts)
+    return bool(parts and any(p in _STRONG_WORDS or set(p) == {"x"} for p in parts))
 
 
 def is_placeholder(value: str) -> bool:

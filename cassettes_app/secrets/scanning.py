@@ -237,13 +237,13 @@ def scan_url(url: str, path: str, *, line: int | None = None) -> list[SecretHit]
 
     try:
         parts = urlsplit(url)
-        password = parts.password
+        username, password = parts.username, parts.password
         pairs = parse_qsl(parts.query, keep_blank_values=True)
         if "=" in parts.fragment:
             pairs += parse_qsl(parts.fragment, keep_blank_values=True)
     except ValueError:
-        parts, password, pairs = None, None, []
-    if password is not None and not (not parts.username and password.isdigit()):
+        username, password, pairs = None, None, []
+    if password is not None and not (not username and password.isdigit()):
         status = REDACTED if is_placeholder(password) else LEAK
         emit(password, "basic-auth-url", status, "url user:password")
     for name, value in pairs:

@@ -281,7 +281,7 @@ def _edges(
 def _from_uv_lock(
     data: dict[str, Any], out: Declared, path: str, env: dict[str, str] | None = None
 ) -> None:
-    env = env or dict(default_environment())
+    env = env or {key: str(value) for key, value in default_environment().items()}
     for package in _uv_lock_needed(list(data.get("package") or []), env):
         name, version = package.get("name"), package.get("version")
         source = package.get("source") or {}
@@ -323,8 +323,14 @@ def _from_pylock(data: dict[str, Any], out: Declared, path: str) -> None:
             _index_requirement(f"{package['name']}=={package['version']}", path, None, out)
 
 
+def _project_table(pyproject: dict[str, Any]) -> dict[str, Any]:
+    """pyproject.toml's [project] table; empty when it is missing or not a table."""
+    table = pyproject.get("project")
+    return table if isinstance(table, dict) else {}
+
+
 def _from_pyproject(data: dict[str, Any], out: Declared, path: str) -> None:
-    project = data.get("project") if isinstance(data.get("project"), dict) else {}
+    project = _project_table(data)
     lists: list[Any] = [project.get("dependencies") or []]
     extras = project.get("optional-dependencies") or {}
     groups = data.get("dependency-groups") or {}
@@ -384,9 +390,9 @@ def declared_dependencies(root: Path, marker_env: dict[str, str] | None = None) 
         if entry.is_file(follow_symlinks=False) and _REQ_FILE.match(entry.name)
     )
     pyproject = _toml(root, "pyproject.toml") if (root / "pyproject.toml").is_file() else None
-    has_pyproject_deps = bool(pyproject) and bool(
-        (pyproject.get("project") or {}).get("dependencies")
-        or (pyproject.get("project") or {}).get("optional-dependencies")
+    has_pyproject_deps = pyproject is not None and bool(
+        _project_table(pyproject).get("dependencies")
+        or _project_table(pyproject).get("optional-dependencies")
         or pyproject.get("dependency-groups")
     )
     sources = present + (["requirements"] if requirement_files else [])

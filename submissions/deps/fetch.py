@@ -130,12 +130,12 @@ def unpacked_size(path: Path) -> int:
         )
     try:
         with zipfile.ZipFile(path) as archive:
-            entries = archive.infolist()
+            infos = archive.infolist()
     except (zipfile.BadZipFile, OSError, ValueError) as exc:
         raise FetchFailed(f"{path.name} is not a readable wheel: {exc}") from None
-    if len(entries) > MAX_ENTRIES:
-        raise FetchFailed(f"{path.name} holds {len(entries):,} files (cap {MAX_ENTRIES:,})")
-    return sum(entry.file_size for entry in entries)
+    if len(infos) > MAX_ENTRIES:
+        raise FetchFailed(f"{path.name} holds {len(infos):,} files (cap {MAX_ENTRIES:,})")
+    return sum(info.file_size for info in infos)
 
 
 def _allowed_url(url: str) -> bool:

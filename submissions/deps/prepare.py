@@ -101,7 +101,7 @@ def sandbox_python(runtime: str) -> tuple[int, int, int]:
 
 def marker_environment(python: tuple[int, int, int]) -> dict[str, str]:
     """PEP 508 marker values inside the sandbox: this host's platform, the sandbox's Python."""
-    env = dict(default_environment())
+    env = {key: str(value) for key, value in default_environment().items()}
     env["python_full_version"] = ".".join(map(str, python))
     env["python_version"] = f"{python[0]}.{python[1]}"
     env["implementation_version"] = env["python_full_version"]

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import IO
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
 from django.db import IntegrityError, transaction
 
 from submissions.intake.archive import ArchiveRejected, extract_archive
@@ -20,6 +22,7 @@ from submissions.intake.upload import (
     safe_archive_name,
     spool_upload,
     store_archive,
+    stored_uploader,
     upload_scratch,
 )
 from submissions.jobs.queue import job_create
@@ -33,7 +36,11 @@ def rerecord_tree_path(rerecord: Rerecord) -> Path:
 
 
 def rerecord_create(
-    *, submission: Submission, upload: IO[bytes], filename: str, uploaded_by: object | None = None
+    *,
+    submission: Submission,
+    upload: IO[bytes],
+    filename: str,
+    uploaded_by: AbstractBaseUser | AnonymousUser | None = None,
 ) -> tuple[Rerecord, bool]:
     """Store a re-record archive and queue its comparison; the same bytes twice are one.
 
@@ -57,7 +64,7 @@ def rerecord_create(
                     archive_name=safe_archive_name(filename),
                     archive_sha256=sha256,
                     archive_size=size,
-                    uploaded_by=uploaded_by if getattr(uploaded_by, "pk", None) else None,
+                    uploaded_by=stored_uploader(uploaded_by),
                 )
                 store_archive(rerecord, spooled, filename, sha256)
                 rerecord.save()

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.files import File
 from django.db import IntegrityError, transaction
 
@@ -33,6 +36,11 @@ def upload_scratch(prefix: str) -> Iterator[Path]:
         yield scratch
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def stored_uploader(user: AbstractBaseUser | AnonymousUser | None) -> User | None:
+    """The uploader a row keeps: a saved user, never the anonymous one (it has no id)."""
+    return user if isinstance(user, get_user_model()) and user.pk else None
 
 
 def store_archive(instance: Any, spooled: Path, filename: str, sha256: str) -> None:
@@ -98,7 +106,7 @@ def submission_create(
     candidate: Candidate,
     assignment: Assignment,
     stub_url: str = "",
-    uploaded_by: object | None = None,
+    uploaded_by: AbstractBaseUser | AnonymousUser | None = None,
 ) -> IntakeResult:
     """Store an archive as a submission, or return the one already made from the same bytes.
 
@@ -131,7 +139,7 @@ def submission_create(
                     archive_sha256=sha256,
                     archive_size=size,
                     stub_url=stub_url,
-                    uploaded_by=uploaded_by if getattr(uploaded_by, "pk", None) else None,
+                    uploaded_by=stored_uploader(uploaded_by),
                 )
                 if rejected is not None:
                     submission.status = Submission.Status.REJECTED

@@ -15,9 +15,10 @@ import dataclasses
 import fcntl
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from django.conf import settings
 
@@ -26,6 +27,7 @@ from submissions.sandbox.bwrap import run
 from submissions.sandbox.selfcheck import self_check
 from submissions.sandbox.types import (
     LOCK_DIR,
+    Bind,
     RunResult,
     SandboxBusy,
     SandboxLimits,
@@ -52,7 +54,23 @@ def sandbox_limits() -> SandboxLimits:
     )
 
 
-def _host() -> dict[str, object]:
+class _Host(TypedDict):
+    bwrap: str
+    runtime: Path
+    uid_base: int
+
+
+class RunOptions(TypedDict, total=False):
+    """What a job may set on one sandboxed run (the rest comes from settings and the slot)."""
+
+    env: dict[str, str] | None
+    audit_watch: Sequence[str]
+    cwd_in_sandbox: str
+    site: Path | None
+    binds: Sequence[Bind]
+
+
+def _host() -> _Host:
     """Where bwrap and the runtime are, and the first sandbox uid, from settings."""
     return {
         "bwrap": settings.SANDBOX_BWRAP,
@@ -105,9 +123,12 @@ class Slot:
         finally:
             remove_workspace(path)
 
-    def run(self, command: str | list[str], *, workspace: Path, **kwargs: object) -> RunResult:
+    def run(
+        self, command: str | list[str], *, workspace: Path, **kwargs: Unpack[RunOptions]
+    ) -> RunResult:
         """Run in this slot, waiting out a slot uid another process holds for a short run."""
         deadline = time.monotonic() + BUSY_WAIT_SECONDS
+        options: RunOptions = {"site": self.site, **kwargs}
         while True:
             try:
                 return run(
@@ -117,7 +138,7 @@ class Slot:
                     slot=self.number,
                     allow_unsandboxed=settings.SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED,
                     **_host(),
-                    **{"site": self.site, **kwargs},  # type: ignore[arg-type]
+                    **options,
                 )
             except SandboxBusy:
                 if time.monotonic() > deadline:

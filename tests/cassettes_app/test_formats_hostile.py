@@ -206,6 +206,15 @@ def test_loaders_raise_load_error_with_line() -> None:
     assert caught.value.line is not None
 
 
+def test_readers_of_a_loaded_document_take_only_the_expected_type() -> None:
+    doc = {"usage": {"tokens": 3}, "meta": "text", "list": [1], "index": 2, "flag": "2"}
+    assert safeload.object_at(doc, "usage") == {"tokens": 3}
+    assert safeload.object_at(doc, "usage") is doc["usage"]  # the same object, not a copy
+    assert [safeload.object_at(doc, k) for k in ("meta", "list", "missing")] == [{}, {}, {}]
+    assert safeload.int_at(doc, "index", 0) == 2
+    assert [safeload.int_at(doc, k, 7) for k in ("flag", "list", "missing")] == [7, 7, 7]
+
+
 # --- P-09: JSON Lines ---------------------------------------------------------
 
 

@@ -210,6 +210,19 @@ def test_hostile_declarations_are_findings_not_hangs(tmp_path: Path) -> None:
         declared_dependencies(broken)
 
 
+def test_a_pyproject_whose_project_is_not_a_table_declares_nothing(tmp_path: Path) -> None:
+    """`project = "x"` once raised AttributeError out of the dependency stage (mypy found it)."""
+    declared = declared_dependencies(tree(tmp_path, {"pyproject.toml": 'project = "x"\n'}))
+    assert not declared.declares_anything and declared.refused == []
+    grouped = declared_dependencies(
+        tree(
+            tmp_path / "g",
+            {"pyproject.toml": 'project = 1\n[dependency-groups]\ntest = ["pytest"]\n'},
+        )
+    )
+    assert grouped.source == "pyproject.toml" and grouped.requirements == ["pytest"]
+
+
 @pytest.mark.parametrize(
     "line",
     [

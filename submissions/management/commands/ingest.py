@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -34,8 +35,8 @@ class Command(BaseCommand):
             help="run the jobs in this process instead of waiting for a worker",
         )
 
-    def handle(self, *args: object, **options: object) -> None:
-        archive: Path = options["archive"]  # type: ignore[assignment]
+    def handle(self, *args: Any, **options: Any) -> None:
+        archive: Path = options["archive"]
         if not archive.is_file():
             raise CommandError(f"{archive}: no such file")
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -31,8 +32,8 @@ class Command(BaseCommand):
             "--inline", action="store_true", help="compare in this process, not on a worker"
         )
 
-    def handle(self, *args: object, **options: object) -> None:
-        archive: Path = options["archive"]  # type: ignore[assignment]
+    def handle(self, *args: Any, **options: Any) -> None:
+        archive: Path = options["archive"]
         if not archive.is_file():
             raise CommandError(f"{archive}: no such file")
         submission = Submission.objects.filter(pk=options["submission"]).first()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from submissions.jobs.inline import JobsPending, jobs_run_inline, jobs_wait
@@ -28,7 +30,7 @@ class Command(BaseCommand):
             "--inline", action="store_true", help="run the jobs in this process, not on a worker"
         )
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         submission = Submission.objects.filter(pk=options["submission"]).first()
         if submission is None:
             raise CommandError(f"no submission with id {options['submission']}")

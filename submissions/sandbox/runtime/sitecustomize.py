@@ -31,6 +31,12 @@ from __future__ import annotations
 import os
 import sys
 
+# Not `typing.TYPE_CHECKING`: neither typing nor types is loaded at start-up, and every
+# process in the sandbox runs this file; type checkers take the name as true all the same.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import FrameType, ModuleType
+
 MAX_EVENTS = 256
 MAX_BYTES = 128 * 1024
 _ARGV_KEEP = 4
@@ -49,10 +55,12 @@ def _text(value: object) -> object:
         return value[:_TEXT_KEEP] if isinstance(value, str) else value
     if isinstance(value, (tuple, list)):
         return [_text(v) for v in list(value)[:_ARGV_KEEP]]
-    try:
-        return str(os.fspath(value))[:_TEXT_KEEP]  # type: ignore[arg-type]
-    except TypeError:
-        return type(value).__name__
+    if isinstance(value, os.PathLike):
+        try:
+            return str(os.fspath(value))[:_TEXT_KEEP]
+        except TypeError:
+            pass
+    return type(value).__name__
 
 
 def _argv_of(args: object) -> object:
@@ -60,7 +68,8 @@ def _argv_of(args: object) -> object:
     if isinstance(args, (str, bytes, os.PathLike)):
         return [_text(args)]
     try:
-        return [_text(a) for a in list(args)[:_ARGV_KEEP]]  # type: ignore[call-overload]
+        items = list(args)  # type: ignore[call-overload]  # a TypeError marks a non-sequence
+        return [_text(a) for a in items[:_ARGV_KEEP]]
     except TypeError:
         return [_text(args)]
 
@@ -95,11 +104,11 @@ class _Auditor:
         self.events = 0
         self.bytes = 0
         self.done = False
-        self.json = None
+        self.json: ModuleType | None = None
 
     def caller(self) -> str | None:
         """Return file:line of the first frame that is the candidate's own code."""
-        frame = sys._getframe(2)
+        frame: FrameType | None = sys._getframe(2)
         fallback = None
         while frame is not None:
             name = frame.f_code.co_filename
