@@ -12,7 +12,7 @@ import re
 import zlib
 from collections.abc import Iterable, Mapping
 from itertools import chain
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 import brotli
 
@@ -209,7 +209,7 @@ def ascii_json(data: bytes) -> bool:
     return data.isascii() and b"\x7f" not in data and (b"\\" not in data or b"\\u" not in data)
 
 
-def _normalised(headers: object) -> bool:
+def _normalised(headers: object) -> TypeGuard[list[tuple[str, str]]]:
     """True for a list of (str, str) pairs, which `header_pairs` would only copy.
 
     The parsers pass the pairs they already built for the interaction; normalising them
@@ -238,15 +238,17 @@ def decode_body(
     `ascii_values` promises that every string in a dict or list `raw` is ASCII without DEL
     (see `ascii_json`); the result is the same, only faster to get.
     """
-    pairs = headers if _normalised(headers) else header_pairs(headers)[0]
+    pairs: list[tuple[str, str]] = headers if _normalised(headers) else header_pairs(headers)[0]
     content_type = get_header(pairs, "content-type")
     media = _media_type(content_type)
     if raw is None:
         return Body(content_type=content_type)
     if isinstance(raw, dict | list):
         # Already parsed by the recording's own JSON (cassette-task payloads, fixtures).
-        text = json.dumps(raw) if ascii_values else json.dumps(raw, ensure_ascii=False)
-        return Body(text.encode("utf-8", "surrogatepass"), text, raw, content_type, "json value")
+        dumped = json.dumps(raw) if ascii_values else json.dumps(raw, ensure_ascii=False)
+        return Body(
+            dumped.encode("utf-8", "surrogatepass"), dumped, raw, content_type, "json value"
+        )
 
     notes: list[str] = []
     problems: list[str] = []

@@ -19,7 +19,7 @@ class AssignmentAdmin(admin.ModelAdmin):
 class JobInline(admin.TabularInline):
     model = Job
     extra = 0
-    fields = ["kind", "state", "progress", "step", "attempts", "error"]
+    fields = ("kind", "state", "progress", "step", "attempts", "error")
     readonly_fields = fields
 
 

@@ -35,7 +35,10 @@ def thread_index(submission: Submission) -> list[dict]:
     out = []
     for turn in firsts[:2000]:
         how, identity = _identity_of(turn)
-        label = identity if how == "first user message" else (turn.recording.path if how else "")
+        if how == "first user message":
+            label = identity
+        else:
+            label = turn.recording.path if how and turn.recording else ""
         out.append({"thread": turn.thread, "how": how, "identity": identity, "label": label[:80]})
     return out
 

@@ -19,7 +19,7 @@ from django.db import connection, transaction
 from django.utils.dateparse import parse_datetime
 
 from cassettes_app.analysis import Analyzer, FileReport
-from cassettes_app.parsed import Body, ParsedFinding
+from cassettes_app.parsed import Body, ParsedFinding, ParsedRecording
 from cassettes_app.secrets import TextProfile, redact_message
 from submissions.blobs import BlobWriter, bulk_insert
 from submissions.models import Finding, Interaction, Job, Recording, Submission, TraceRow, Turn
@@ -100,7 +100,8 @@ class _Store:
         if report.turns:
             self.turn_profiles[report.path] = _turn_profile(report)
         first: Recording | None = None
-        for parsed in result.recordings or [None]:
+        recordings: list[ParsedRecording | None] = list(result.recordings) or [None]
+        for parsed in recordings:
             rec = Recording(
                 submission=self.submission,
                 path=report.path[:1024],
@@ -206,7 +207,7 @@ def _http_status(value: Any) -> bool:
 
 def _meta(meta: dict[str, Any]) -> dict[str, Any]:
     """Small, JSON-safe metadata only."""
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in list(meta.items())[:30]:
         if isinstance(value, str | int | float | bool) or value is None:
             out[str(key)[:100]] = value if not isinstance(value, str) else value[:500]
@@ -337,24 +338,11 @@ def unlogged_queries() -> Iterator[None]:
     if not connection.queries_logged or connection.force_debug_cursor:
         yield
         return
-    connection.make_debug_cursor = connection.make_cursor  # type: ignore[method-assign]
+    connection.make_debug_cursor = connection.make_cursor  # type: ignore[method-assign,assignment]  # a plain cursor where Django would log
     try:
         yield
     finally:
         del connection.make_debug_cursor
-
-
-def _turn_chars(turn: Any) -> int:
-    """Roughly how much text a turn row carries (to size Turn batches)."""
-    total = 0
-    for message in [*turn.new_messages, turn.response or {}]:
-        total += len(message.get("text") or "")
-        for result in message.get("tool_results") or ():
-            total += len(result.get("content") or "")
-        for call in message.get("tool_calls") or ():
-            args = call.get("arguments")
-            total += len(args) if isinstance(args, str) else 64
-    return total
 
 
 def _turn_chars(turn: Any) -> int:

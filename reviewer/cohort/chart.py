@@ -102,8 +102,8 @@ def dot_chart(candidates: Sequence[Candidate], reviewers: Sequence[str]) -> dict
                 "y": round(y, 1),
                 "bar": (
                     {
-                        "x": _x(c.low),
-                        "width": round(_x(c.high) - _x(c.low), 1),
+                        "x": _x(c.low or 0.0),
+                        "width": round(_x(c.high or 0.0) - _x(c.low or 0.0), 1),
                         "y": round(y - 3, 1),
                     }
                     if len(dots) >= 2

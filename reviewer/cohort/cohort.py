@@ -144,7 +144,9 @@ class Candidate:
 
     @property
     def total_apart(self) -> float:
-        return round(self.high - self.low, 1) if len(self.scored) >= 2 else 0.0
+        if len(self.scored) < 2:
+            return 0.0
+        return round(max(self.scored) - min(self.scored), 1)
 
     @property
     def range_text(self) -> str:

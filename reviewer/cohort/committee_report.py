@@ -436,7 +436,7 @@ def _pin_rows(queryset: QuerySet[Note]) -> QuerySet[Note, tuple[Any, ...]]:
 
 def _generated(request: Any, by: str) -> dict[str, str]:
     user = getattr(request, "user", None)
-    if getattr(user, "is_authenticated", False):
+    if user is not None and user.is_authenticated:
         by = user.get_username()
     shown, iso = _utc(timezone.now())
     return {"generated_at": shown, "generated_iso": iso, "generated_by": by}
@@ -488,7 +488,7 @@ def cohort_report_html(
     events: dict[int, list[_EventRow]] = defaultdict(list)
     for sid, *event in _event_rows(ScoreEvent.objects.filter(submission__assignment=assignment)):
         if sid in ids:
-            events[sid].append(tuple(event))  # type: ignore[arg-type]
+            events[sid].append(tuple(event))
     details = [
         _detail(
             c,
@@ -545,7 +545,7 @@ def submission_report_html(
         checks=[(cid, status, summary, cause) for cid, status, summary, _, cause in results],
         evidence={cid: ev for cid, status, _, ev, _ in results if status in DETAILED},
         pins=pins,
-        events=events,  # type: ignore[arg-type]
+        events=events,
         text=text,
         limits=SUBMISSION,
     )

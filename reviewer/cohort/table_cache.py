@@ -40,7 +40,7 @@ def cached_fragment(assignment: Assignment, query: str, build: Callable[[], str]
     """`build()`'s HTML for this assignment and query string, until a change. Load the
     assignment with `select_related("table_generation")` to read it in the same query."""
     try:
-        generation = assignment.table_generation.value  # type: ignore[attr-defined]  # reverse one-to-one
+        generation = assignment.table_generation.value
     except TableGeneration.DoesNotExist:
         return build()  # no generation to key on (made outside the ORM): never cache
     # The creation time too: SQLite may give a deleted assignment's id to a new one.
@@ -52,6 +52,8 @@ def cached_fragment(assignment: Assignment, query: str, build: Callable[[], str]
 
 
 def _bump_for_submission(submission_id: int | None) -> None:
+    if submission_id is None:
+        return
     rows = Submission.objects.filter(pk=submission_id).values_list("assignment_id", flat=True)
     assignment_id = rows.first()
     if assignment_id is not None:

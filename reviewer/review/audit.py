@@ -11,7 +11,7 @@ from reviewer.models import Review, RubricRow, ScoreEvent
 def audit_record(
     *,
     submission_id: int,
-    actor_id: int | None,
+    actor_id: int,
     kind: str,
     old: Any,
     new: Any,

@@ -239,6 +239,7 @@ def reviews_visible_to(user: Any, submission: Submission) -> list[ReviewView]:
     notes: dict[tuple[int, int], str] = {
         (n.author_id, n.row_id): render_markdown(n.body)
         for n in Note.objects.filter(submission=submission).exclude(row=None)
+        if n.row_id is not None
     }
     out = []
     for review in reviews:

@@ -9,11 +9,18 @@ from functools import wraps
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponseBase
 from django.shortcuts import get_object_or_404
+from django_htmx.middleware import HtmxDetails
 
 from submissions.models import Assignment, Submission
 from submissions.roles import is_hiring_lead
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request as django-htmx's middleware leaves it (for the type checker)."""
+
+    htmx: HtmxDetails
 
 
 def get_submission_for_user(request: HttpRequest, pk: int) -> Submission:
@@ -29,12 +36,12 @@ def _ensure_lead(request: HttpRequest) -> None:
         raise Http404("only hiring leads see this page")
 
 
-def lead_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+def lead_required(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
     """A lead-only view: log in first (like `login_required`), then 404 for anyone who is
     not a hiring lead."""
 
     @wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         _ensure_lead(request)
         return view(request, *args, **kwargs)
 

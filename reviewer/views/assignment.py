@@ -108,7 +108,8 @@ def handle_upload(
         form.add_error("archive", str(exc))
         return form, None
     submission = result.submission
-    submission.reviewers.add(request.user)
+    if request.user.pk is not None:  # signed in (login_required)
+        submission.reviewers.add(request.user.pk)
     if result.reason:
         form.add_error("archive", f"The archive was rejected: {result.reason}")
         return form, None

@@ -46,7 +46,7 @@ def comparison(request: HttpRequest, slug: str) -> HttpResponse:
             "sorts": SORTS,
             "page": page,
             "lines": table_rows(cohort, list(page.object_list)),
-            "chart": dot_chart(page.object_list, cohort.reviewers),
+            "chart": dot_chart(list(page.object_list), cohort.reviewers),
             "flagged": sum(c.flagged for c in cohort.candidates),
             "flag_rule": FLAG_RULE,
             "alpha": cohort.alpha,

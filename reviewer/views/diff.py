@@ -155,7 +155,7 @@ def rerecord_detail(request: HttpRequest, pk: int, rid: int) -> HttpResponse:
     pair_id = request.GET.get("pair", "")
     if pair_id.isdigit():
         pair = get_object_or_404(rerecord.pairs, pk=int(pair_id))
-        rows, first = _diff_rows(pair.original_turns, pair.rerecorded_turns, context["full"])
+        rows, first = _diff_rows(pair.original_turns, pair.rerecorded_turns, bool(context["full"]))
         context.update(
             {
                 "pair": pair,

@@ -39,7 +39,7 @@ def _attachment(html: str, filename: str) -> HttpResponse:
 @lead_required
 @require_GET
 @never_cache
-@csp(REPORT_CSP)
+@csp(REPORT_CSP)  # type: ignore[arg-type]  # django-csp types views as taking the request only
 def cohort_report(request: HttpRequest, slug: str) -> HttpResponse:
     """Hiring leads: the committee's report of one assignment's cohort (others get 404)."""
     assignment = get_assignment_for_lead(request, slug)
@@ -50,7 +50,7 @@ def cohort_report(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 @never_cache
-@csp(REPORT_CSP)
+@csp(REPORT_CSP)  # type: ignore[arg-type]  # django-csp types views as taking the request only
 def submission_report(request: HttpRequest, pk: int) -> HttpResponse:
     """One submission's report, for a hiring lead or for a reviewer of it who has
     submitted their own review.

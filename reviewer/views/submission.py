@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
@@ -33,7 +34,7 @@ from reviewer.review.scoring import (
 )
 from reviewer.review.verdict import Verdict, verdict_for
 from reviewer.review.worklist import queue_for
-from reviewer.views.access import get_submission_for_user
+from reviewer.views.access import HtmxHttpRequest, get_submission_for_user
 from submissions.jobs.rerun import RERUN_KINDS, RerunRefused, submission_rerun
 from submissions.models import Job, Submission
 from submissions.selectors import evidence_context, jobs_context
@@ -53,7 +54,7 @@ def _rubric_context(
     # An unsaved draft (no score yet) has no rows to read; the first save creates it.
     scores = {s.row_id: s for s in review.scores.all()} if review.pk else {}
     notes = dict(
-        Note.objects.filter(submission=submission, author=request.user)
+        Note.objects.filter(submission=submission, author_id=request.user.pk)
         .exclude(row=None)
         .values_list("row_id", "body")
     )
@@ -110,7 +111,7 @@ def _row_context(
 
 @login_required
 @require_GET
-def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def submission_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """One submission: header, jobs, checks, recordings, conversations, trace, rubric."""
     submission = get_submission_for_user(request, pk)
     context = jobs_context(submission)
@@ -159,7 +160,7 @@ def _pin_context(request: HttpRequest, submission: Submission, checks: list, con
     }
 
 
-def _verdict(submission: Submission, checks: list, context: dict[str, object]) -> Verdict:
+def _verdict(submission: Submission, checks: list, context: dict[str, Any]) -> Verdict:
     review = context.get("review")
     rows = context.get("rubric_rows") or []
     return verdict_for(
@@ -175,7 +176,7 @@ def _verdict(submission: Submission, checks: list, context: dict[str, object]) -
 
 @login_required
 @require_POST
-def score_update(request: HttpRequest, pk: int, row_id: int) -> HttpResponse:
+def score_update(request: HtmxHttpRequest, pk: int, row_id: int) -> HttpResponse:
     """Autosave one rubric row: an ordinary form, re-rendered as its own partial."""
     submission = get_submission_for_user(request, pk)
     review = review_get_or_create(submission=submission, reviewer=request.user)
@@ -216,10 +217,12 @@ def score_update(request: HttpRequest, pk: int, row_id: int) -> HttpResponse:
         elif conflict:
             messages.error(request, f"Not saved: {conflict}")
         else:
-            messages.error(request, "Not saved: " + "; ".join(form.errors.get("__all__", [])))
+            messages.error(
+                request, "Not saved: " + "; ".join(str(e) for e in form.non_field_errors())
+            )
         return redirect(f"{submission.get_absolute_url()}#row-{row.pk}")
     score = Score.objects.filter(review=review, row=row).first()
-    note = Note.objects.filter(submission=submission, author=request.user, row=row).first()
+    note = Note.objects.filter(submission=submission, author_id=request.user.pk, row=row).first()
     tab = form.cleaned_data.get("tab", "") if form.is_valid() else ""
     context = _row_context(row, score, statuses, note.body if note else "", tab or "")
     checks = {c.check_id: c for c in submission.checks.filter(check_id__in=row.check_ids)}

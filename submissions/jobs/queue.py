@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
+from functools import partial
 
 from celery import current_app
 from django.conf import settings
@@ -69,7 +70,7 @@ def job_enqueue(*, job_id: int) -> bool:
     return True
 
 
-def jobs_reconcile(*, now: timezone.datetime | None = None) -> dict[str, int]:
+def jobs_reconcile(*, now: datetime | None = None) -> dict[str, int]:
     """Re-publish queued jobs the broker never got, and rescue or end jobs whose worker died."""
     now = now or timezone.now()
     counts = {"requeued": 0, "rescued": 0, "ended": 0}
@@ -89,16 +90,14 @@ def jobs_reconcile(*, now: timezone.datetime | None = None) -> dict[str, int]:
             if job.attempts >= job.max_attempts:
                 job_finish(job, Job.State.ERROR, f"{lost}; worker lost {job.attempts} times")
                 counts["ended"] += 1
-                transaction.on_commit(
-                    lambda sid=job.submission_id: submission_settle(submission_id=sid)
-                )
+                transaction.on_commit(partial(submission_settle, submission_id=job.submission_id))
                 continue
             job.state = Job.State.QUEUED
             job.runner = ""
             job.enqueued_at = None
             job.log = cap_log(job.log + lost + "; queued again\n")
             job.save()
-            transaction.on_commit(lambda jid=job.pk: job_enqueue(job_id=jid))
+            transaction.on_commit(partial(job_enqueue, job_id=job.pk))
             counts["rescued"] += 1
     return counts
 

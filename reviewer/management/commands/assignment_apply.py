@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -16,8 +17,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("files", nargs="+", type=Path)
 
-    def handle(self, *args: object, **options: object) -> None:
-        for path in options["files"]:  # type: ignore[union-attr]
+    def handle(self, *args: object, **options: Any) -> None:
+        for path in options["files"]:
             try:
                 values = load_assignment_file(path)
             except AssignmentError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -43,7 +44,7 @@ class Command(BaseCommand):
             "--submission", type=int, help="one submission of this assignment, by id"
         )
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: object, **options: Any) -> None:
         slug = str(options["slug"])
         assignment = Assignment.objects.filter(slug=slug).first()
         if assignment is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -17,7 +18,7 @@ class Command(BaseCommand):
         parser.add_argument("submission_id", type=int)
         parser.add_argument("--format", choices=["json"], default="json")
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: object, **options: Any) -> None:
         try:
             submission = Submission.objects.select_related("candidate", "assignment").get(
                 pk=options["submission_id"]

@@ -80,7 +80,7 @@ class Command(BaseCommand):
             try:
                 jobs_wait(
                     submission=submission,
-                    timeout=float(options["timeout"]),  # type: ignore[arg-type]
+                    timeout=float(options["timeout"]),
                     report=self.stderr.write,
                 )
             except JobsPending as exc:
