@@ -9,8 +9,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from cassettes_app.checks.trace import DEFAULT_ID_PATTERN
 from cassettes_app.limits import DEFAULT_LIMITS, MiB, ParseLimits
+
+# The ids the trace shape's shop stub issues: the default of every id pattern (an
+# assignment's `id_pattern`, the analysis config, the live checks).
+DEFAULT_ID_PATTERN = r"ord_[0-9a-f]+"
 
 
 def _utcnow() -> dt.datetime:

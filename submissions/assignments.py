@@ -13,8 +13,7 @@ from django.core.validators import validate_slug
 from django.db import transaction
 
 from cassettes_app.checks.rules import RuleError, validate_overrides
-from cassettes_app.checks.trace import DEFAULT_ID_PATTERN
-from cassettes_app.config import AnalysisConfig
+from cassettes_app.config import DEFAULT_ID_PATTERN, AnalysisConfig
 from submissions.models import Assignment, Submission
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

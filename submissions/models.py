@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q, QuerySet
 from django.urls import reverse
 
-from cassettes_app.checks.trace import DEFAULT_ID_PATTERN
+from cassettes_app.config import DEFAULT_ID_PATTERN
 from submissions.roles import is_hiring_lead
 
 

@@ -235,6 +235,75 @@ def test_the_cassettes_app_ground_floor_imports_nothing_above_it() -> None:
     assert [t for t in graph["cassettes_app.bodies"] if t.startswith("cassettes_app.formats")] == []
 
 
+# The import plan inside each app, top tier first: a module imports its own tier and the
+# tiers below it, never one above (a function-level import counts too). Every module is
+# placed by the longest prefix that names it, so a new module must be placed here.
+TIERS: dict[str, list[tuple[str, ...]]] = {
+    "reviewer": [
+        # entry points: URLs and views, commands, tags, admin, app wiring
+        ("reviewer.urls", "reviewer.views", "reviewer.management", "reviewer.templatetags",
+         "reviewer.admin", "reviewer.apps", "reviewer.wsgi", "reviewer.asgi",
+         "reviewer.context", "reviewer.middleware"),
+        ("reviewer.ops",),  # the demo cohort, queue health
+        ("reviewer.cohort",),  # the hiring lead's view
+        ("reviewer.review",),  # one reviewer's desk
+        ("reviewer.models", "reviewer.fragments", "reviewer.auth", "reviewer.settings",
+         "reviewer.env", "reviewer.celery"),
+    ],
+    "submissions": [
+        ("submissions.apps", "submissions.admin", "submissions.tasks",
+         "submissions.management", "submissions.forms"),
+        # the job runner: kind -> handler, claim and execute, run inline, run again
+        ("submissions.jobs.engine", "submissions.jobs.registry", "submissions.jobs.inline",
+         "submissions.jobs.rerun"),
+        ("submissions.runs",),  # one thin handler per job kind
+        ("submissions.checks", "submissions.intake", "submissions.recordings",
+         "submissions.assignments", "submissions.conversations", "submissions.selectors"),
+        ("submissions.sandbox", "submissions.deps", "submissions.net"),
+        ("submissions.jobs",),  # what a handler sees, job states, the queue
+        ("submissions.models", "submissions.blobs", "submissions.redact", "submissions.roles"),
+    ],
+    "cassettes_app": [
+        ("cassettes_app.pairing", "cassettes_app.diff", "cassettes_app.apps",
+         "cassettes_app.management"),
+        ("cassettes_app.analysis",),
+        ("cassettes_app.checks", "cassettes_app.keys", "cassettes_app.hops"),
+        ("cassettes_app.formats",),
+        ("cassettes_app.bodies", "cassettes_app.threads", "cassettes_app.secrets"),
+        ("cassettes_app.providers",),
+        ("cassettes_app.providers.common", "cassettes_app.config", *sorted(GROUND_FLOOR)),
+    ],
+}  # fmt: skip
+
+
+def tier_of(module: str) -> tuple[str, int] | None:
+    """(app, tier index) of a module by its longest matching prefix, or None."""
+    app = module.split(".")[0]
+    best: tuple[int, int] | None = None
+    for index, prefixes in enumerate(TIERS.get(app, [])):
+        for prefix in prefixes:
+            named = module == prefix or module.startswith(prefix + ".")
+            if named and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), index)
+    return (app, best[1]) if best else None
+
+
+def test_every_module_has_a_place_in_the_import_plan() -> None:
+    unplaced = [m for m in import_graph() if m not in APPS and tier_of(m) is None]
+    assert unplaced == []
+
+
+def test_no_module_imports_one_above_it_in_its_app() -> None:
+    upward = []
+    for module, targets in import_graph().items():
+        here = tier_of(module)
+        for target in targets:
+            there = tier_of(target)
+            if here and there and here[0] == there[0] and there[1] < here[1]:
+                upward.append(f"{module} -> {target}")
+    assert sorted(upward) == []
+
+
 MAX_FUNCTION_LINES = 100
 
 

@@ -21,6 +21,7 @@ from cassettes_app.checks.catalog import (
     STUB_HOPS_PRESENT,
     TOOL_CALLS_REACH_STUB,
 )
+from cassettes_app.config import DEFAULT_ID_PATTERN
 from cassettes_app.hops import MODEL, STUB, hop_kind, is_model_hop
 from cassettes_app.jsonvalues import json_key, maybe_json
 from cassettes_app.parsed import TraceHop
@@ -45,9 +46,6 @@ TOOL_CALLS_REACH_STUB = TOOL_CALLS_REACH_STUB
 NO_INVENTED_IDS = NO_INVENTED_IDS
 IDEMPOTENCY_KEYS_LOGGED = IDEMPOTENCY_KEYS_LOGGED
 
-# The ids the trace shape's shop stub issues: the default of every id pattern (an
-# assignment's `id_pattern`, the analysis config, the live checks).
-DEFAULT_ID_PATTERN = r"ord_[0-9a-f]+"
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
 

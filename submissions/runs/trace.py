@@ -12,7 +12,7 @@ from django.conf import settings
 
 from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.catalog import IDEMPOTENCY_ENFORCED, LIVE_MATCH
-from cassettes_app.checks.trace import DEFAULT_ID_PATTERN
+from cassettes_app.config import DEFAULT_ID_PATTERN
 from cassettes_app.formats import parse_path
 from cassettes_app.parsed import TraceHop
 from submissions.checks.environment import env_dependencies_installed

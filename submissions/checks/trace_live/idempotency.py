@@ -18,7 +18,7 @@ import httpx
 
 from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.catalog import IDEMPOTENCY_ENFORCED
-from cassettes_app.checks.trace import DEFAULT_ID_PATTERN
+from cassettes_app.config import DEFAULT_ID_PATTERN
 from cassettes_app.hops import stub_hops
 from cassettes_app.parsed import TraceHop
 from submissions.checks.trace_live.rows import (

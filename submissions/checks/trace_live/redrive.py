@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.catalog import LIVE_MATCH
-from cassettes_app.checks.trace import DEFAULT_ID_PATTERN
+from cassettes_app.config import DEFAULT_ID_PATTERN
 from cassettes_app.headers import get_header
 from cassettes_app.hops import stub_hops
 from cassettes_app.jsonvalues import json_equal
