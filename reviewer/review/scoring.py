@@ -8,10 +8,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from cassettes_app.checks.rules import shape_rules
 from reviewer.models import Note, Review, RubricRow, Score, ScoreEvent
 from reviewer.review.audit import audit_record
 from reviewer.review.rubrics import rubric_for, weighted_total
-from submissions.models import CheckResult, Submission
+from submissions.models import Assignment, CheckResult, Submission
 from submissions.roles import is_hiring_lead
 
 
@@ -53,13 +54,30 @@ def review_get_or_create(*, submission: Submission, reviewer: Any) -> Review | N
     return review
 
 
-def checks_passed(row: RubricRow, statuses: dict[str, str]) -> tuple[bool, list[str]]:
-    """Whether every check linked to a row passed (skips count as not applicable)."""
-    not_passed = [
-        f"{cid}: {statuses.get(cid, 'not run')}"
-        for cid in row.check_ids
-        if statuses.get(cid) not in ("pass", "skip")
-    ]
+def checks_not_applying(assignment: Assignment) -> frozenset[str]:
+    """The checks that do not apply to this assignment (its shape, and its overrides)."""
+    rules = shape_rules(assignment.shape, assignment.check_rules)
+    return frozenset(cid for cid, rule in rules.items() if not rule.applies)
+
+
+def checks_passed(
+    row: RubricRow, statuses: dict[str, str], *, not_applying: frozenset[str] = frozenset()
+) -> tuple[bool, list[str]]:
+    """Whether every linked check that applies to the assignment passed in this run.
+
+    A 3 means the behaviour was observed. A skip stands in for a pass only when the check
+    does not apply to the assignment; a skip whose precondition did not hold (no live stub
+    URL, the suite never ran) observed nothing, so it counts as not passed, like an error.
+    """
+    not_passed = []
+    for cid in row.check_ids:
+        if cid in not_applying:
+            continue
+        status = statuses.get(cid, "not run")
+        if status == "skip":
+            not_passed.append(f"{cid}: skipped, so nothing was observed")
+        elif status != "pass":
+            not_passed.append(f"{cid}: {status}")
     return not not_passed, not_passed
 
 
@@ -86,7 +104,9 @@ def score_save(
                 "check_id", "status"
             )
         )
-        ok, missing = checks_passed(row, statuses)
+        ok, missing = checks_passed(
+            row, statuses, not_applying=checks_not_applying(review.submission.assignment)
+        )
         if not ok and not override_reason.strip():
             raise ScoreRefused(
                 "a 3 needs every linked check to pass (" + "; ".join(missing) + ") "

@@ -17,13 +17,14 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from reviewer.fragments import fragment_cached
-from reviewer.models import Note, RubricRow, Score
+from reviewer.models import Note, Review, RubricRow, Score
 from reviewer.ops.health import queue_down
 from reviewer.review.forms import ScoreForm
 from reviewer.review.pins import PinRefused, pin_note, pins_by_target, target_id, visible_pins
 from reviewer.review.scoring import (
     ScoreConflict,
     ScoreRefused,
+    checks_not_applying,
     checks_passed,
     events_visible_to,
     review_for,
@@ -60,8 +61,11 @@ def _rubric_context(
     )
     rows = []
     tab = secrets.token_hex(8)  # this page load: its quick successive saves are one intent
+    not_applying = checks_not_applying(submission.assignment)
     for row in review.rubric.rows.all():
-        context = _row_context(row, scores.get(row.pk), statuses, notes.get(row.pk, ""), tab)
+        context = _row_context(
+            row, scores.get(row.pk), statuses, notes.get(row.pk, ""), tab, not_applying
+        )
         context["evidence_choices"] = _evidence_choices(row, checks)
         rows.append(context)
     unscored = [r["row"].title for r in rows if r["score"] is None or r["score"].value is None]
@@ -86,7 +90,12 @@ def _evidence_choices(row: RubricRow, checks: dict) -> list[str]:
 
 
 def _row_context(
-    row: RubricRow, score: Score | None, statuses: dict[str, str], note: str = "", tab: str = ""
+    row: RubricRow,
+    score: Score | None,
+    statuses: dict[str, str],
+    note: str = "",
+    tab: str = "",
+    not_applying: frozenset[str] = frozenset(),
 ) -> dict:
     version = score.version if score else 0
     initial = {
@@ -98,7 +107,7 @@ def _row_context(
         "tab": tab,
         "seq": score.seq if score and score.tab == tab else 0,
     }
-    passed, missing = checks_passed(row, statuses)
+    passed, missing = checks_passed(row, statuses, not_applying=not_applying)
     return {
         "row": row,
         "score": score,
@@ -174,6 +183,17 @@ def _verdict(submission: Submission, checks: list, context: dict[str, Any]) -> V
     )
 
 
+def _reverted(form: ScoreForm, review: Review, row: RubricRow) -> tuple[ScoreForm, int | None]:
+    """The refused form with its score back at the stored value (what a reload shows), the
+    rest of what was typed kept."""
+    stored = Score.objects.filter(review=review, row=row).values_list("value", flat=True).first()
+    data = form.data.copy()
+    data[form.add_prefix("value")] = "" if stored is None else str(stored)
+    reverted = ScoreForm(data, prefix=form.prefix)
+    reverted.is_valid()
+    return reverted, stored
+
+
 @login_required
 @require_POST
 def score_update(request: HtmxHttpRequest, pk: int, row_id: int) -> HttpResponse:
@@ -207,7 +227,9 @@ def score_update(request: HtmxHttpRequest, pk: int, row_id: int) -> HttpResponse
             conflict = exc
             status = 409
         except ScoreRefused as exc:
-            form.add_error(None, str(exc))
+            form, stored = _reverted(form, review, row)
+            kept = "no score" if stored is None else stored
+            form.add_error(None, f"Not saved, the row keeps {kept}: {exc}")
             status = 400
     else:
         status = 400
@@ -217,14 +239,14 @@ def score_update(request: HtmxHttpRequest, pk: int, row_id: int) -> HttpResponse
         elif conflict:
             messages.error(request, f"Not saved: {conflict}")
         else:
-            messages.error(
-                request, "Not saved: " + "; ".join(str(e) for e in form.non_field_errors())
-            )
+            text = "; ".join(str(e) for e in form.non_field_errors())
+            messages.error(request, text if text.startswith("Not saved") else f"Not saved: {text}")
         return redirect(f"{submission.get_absolute_url()}#row-{row.pk}")
     score = Score.objects.filter(review=review, row=row).first()
     note = Note.objects.filter(submission=submission, author_id=request.user.pk, row=row).first()
     tab = form.cleaned_data.get("tab", "") if form.is_valid() else ""
-    context = _row_context(row, score, statuses, note.body if note else "", tab or "")
+    not_applying = checks_not_applying(submission.assignment)
+    context = _row_context(row, score, statuses, note.body if note else "", tab or "", not_applying)
     checks = {c.check_id: c for c in submission.checks.filter(check_id__in=row.check_ids)}
     context["evidence_choices"] = _evidence_choices(row, checks)
     if not saved:

@@ -372,3 +372,54 @@ def test_a_draft_has_one_total_in_the_report_and_on_the_desk(reviewer, submissio
     weights = sum(r.weight for r in rows)
     assert desk == round(rows[0].weight * 2 / 3 * 100 / weights, 1)
     assert report_build(submission)["scores"]["reviews"][0]["total"] == desk
+
+
+def test_a_skip_whose_precondition_did_not_hold_earns_no_three(alice, submission) -> None:
+    """A skipped check observed nothing: a 3 on it needs an override reason, like an error."""
+    _, rows = _rows(alice, submission)
+    row = rows[0]
+    first, *rest = row.check_ids
+    CheckResult.objects.create(
+        submission=submission, check_id=first, status="skip", summary="the suite did not run"
+    )
+    for cid in rest:
+        CheckResult.objects.create(submission=submission, check_id=cid, status="pass", summary="")
+    refused = _post(alice, submission, row, value=3, version=0)
+    assert refused.status_code == 400
+    assert f"{first}: skipped, so nothing was observed".encode() in refused.content
+    assert not Score.objects.filter(row=row, value=3).exists()
+
+
+def test_a_skip_of_a_check_the_assignment_turned_off_does_not_block_a_three(
+    alice, submission
+) -> None:
+    _, rows = _rows(alice, submission)
+    row = rows[0]
+    first, *rest = row.check_ids
+    assignment = submission.assignment
+    assignment.check_rules = {first: {"applies": False, "reason": "we run it by hand"}}
+    assignment.save()
+    CheckResult.objects.create(
+        submission=submission, check_id=first, status="skip", summary="does not apply"
+    )
+    for cid in rest:
+        CheckResult.objects.create(submission=submission, check_id=cid, status="pass", summary="")
+    assert _post(alice, submission, row, value=3, version=0).status_code == 200
+
+
+def test_a_refused_score_reverts_in_the_control_and_keeps_the_typing(alice, submission) -> None:
+    """Pressing 3 on a row whose checks did not pass explains the refusal and shows the
+    stored score again (what a reload shows), with the typed evidence kept."""
+    import re
+
+    _, rows = _rows(alice, submission)
+    row = rows[0]
+    assert _post(alice, submission, row, value=1, version=0).status_code == 200
+    refused = _post(alice, submission, row, value=3, version=1, evidence="ran make test")
+    assert refused.status_code == 400
+    html = refused.content.decode()
+    assert "Not saved, the row keeps 1" in html
+    selected = re.findall(r'<option value="(\d?)" selected>', html)
+    assert selected == ["1"]
+    assert 'value="ran make test"' in html
+    assert Score.objects.get(row=row).value == 1
