@@ -157,6 +157,9 @@ class Job(models.Model):
     max_attempts = models.PositiveSmallIntegerField(default=3)
     params = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    # Ended by a fault of ours (a crash in our code, a worker lost for good), not by the
+    # hand-in or a part of the environment that is missing: the page says "failed (our error)".
+    internal = models.BooleanField(default=False)
     enqueue_error = models.TextField(blank=True)
     enqueued_at = models.DateTimeField(null=True, blank=True)
     runner = models.CharField(max_length=200, blank=True)
@@ -175,6 +178,18 @@ class Job(models.Model):
     @property
     def is_final(self) -> bool:
         return self.state in self.FINAL_STATES
+
+    @property
+    def outcome(self) -> str:
+        """How a job ended, in words that never borrow a check's: a job that judged a hand-in
+        "finished" whatever its checks found; one that could not judge it says so."""
+        if self.state in (self.State.PASSED, self.State.FAILED):
+            return "finished"
+        if self.state == self.State.TIMED_OUT:
+            return "ran out of time"
+        if self.state == self.State.ERROR:
+            return "failed (our error)" if self.internal else "could not run"
+        return self.get_state_display().lower()
 
     @property
     def duration_s(self) -> float | None:

@@ -26,7 +26,13 @@ def report_build(submission: Submission) -> dict[str, Any]:
         for f in submission.findings.order_by("path", "line", "kind", "pk")
     ]
     jobs = [
-        {"kind": j.kind, "state": j.state, "attempts": j.attempts, "duration_s": j.duration_s}
+        {
+            "kind": j.kind,
+            "state": j.state,
+            "outcome": j.outcome,
+            "attempts": j.attempts,
+            "duration_s": j.duration_s,
+        }
         for j in submission.jobs.order_by("pk")
     ]
     return {

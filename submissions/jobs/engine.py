@@ -118,8 +118,10 @@ def job_execute(*, job_id: int) -> str | None:
     except Exception as exc:
         _drop_broken_connection()
         log.exception("job %s crashed", job.pk)
-        outcome = Outcome(Job.State.ERROR, f"internal error: {type(exc).__name__}: {exc}")
+        outcome = Outcome(
+            Job.State.ERROR, f"internal error: {type(exc).__name__}: {exc}", internal=True
+        )
     retry_locked(lambda: job.refresh_from_db(fields=["log", "progress", "step"]))
-    retry_locked(lambda: job_finish(job, outcome.state, outcome.summary))
+    retry_locked(lambda: job_finish(job, outcome.state, outcome.summary, internal=outcome.internal))
     retry_locked(lambda: submission_settle(submission_id=job.submission_id))
     return outcome.state

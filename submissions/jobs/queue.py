@@ -88,7 +88,12 @@ def jobs_reconcile(*, now: datetime | None = None) -> dict[str, int]:
                 continue
             lost = f"worker lost during attempt {job.attempts}"
             if job.attempts >= job.max_attempts:
-                job_finish(job, Job.State.ERROR, f"{lost}; worker lost {job.attempts} times")
+                job_finish(
+                    job,
+                    Job.State.ERROR,
+                    f"{lost}; worker lost {job.attempts} times",
+                    internal=True,
+                )
                 counts["ended"] += 1
                 transaction.on_commit(partial(submission_settle, submission_id=job.submission_id))
                 continue

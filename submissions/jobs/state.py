@@ -46,9 +46,11 @@ def heartbeat_stale(job: Job) -> bool:
     return beat is None or beat < stale_before
 
 
-def job_finish(job: Job, state: str, summary: str = "") -> None:
-    """Record a final state; error-like states keep the reason."""
+def job_finish(job: Job, state: str, summary: str = "", *, internal: bool = False) -> None:
+    """Record a final state; error-like states keep the reason. `internal`: the job ended on
+    a fault of ours (a crash, a lost worker), not on the hand-in or the environment."""
     job.state = state
+    job.internal = internal
     job.finished_at = timezone.now()
     if state == Job.State.PASSED:
         job.progress = 100

@@ -18,6 +18,7 @@ class Outcome:
 
     state: str
     summary: str = ""
+    internal: bool = False  # a fault of ours, not of the hand-in or the environment
 
 
 class JobFailed(Exception):

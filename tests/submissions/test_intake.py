@@ -184,8 +184,20 @@ def test_report_is_stable_sorted_json_with_what_exists(assignment, tmp_path, cap
     assert report["assignment"] == "cassette-triage"
     assert len(report["archive_sha256"]) == 64
     assert report["jobs"] == [
-        {"kind": "intake", "state": "passed", "attempts": 1, "duration_s": mock.ANY},
-        {"kind": "analysis", "state": "passed", "attempts": 1, "duration_s": mock.ANY},
+        {
+            "kind": "intake",
+            "state": "passed",
+            "outcome": "finished",
+            "attempts": 1,
+            "duration_s": mock.ANY,
+        },
+        {
+            "kind": "analysis",
+            "state": "passed",
+            "outcome": "finished",
+            "attempts": 1,
+            "duration_s": mock.ANY,
+        },
     ]
     ids = [c["id"] for c in report["checks"]]
     assert ids == sorted(ids)

@@ -386,3 +386,35 @@ def test_the_heartbeat_thread_closes_its_database_connection(
     assert any(name.startswith("heartbeat-") for name in closed_in)
     job.refresh_from_db()
     assert job.heartbeat_at is not None  # it did beat, through its own connection
+
+
+def test_a_jobs_outcome_never_borrows_a_checks_word(monkeypatch, submission) -> None:
+    """A job that judged the hand-in 'finished' (even if the hand-in failed); one that could
+    not run says so; one our code crashed in is 'failed (our error)'."""
+    from submissions.jobs.types import JobError, JobFailed
+
+    outcomes = {}
+    for name, handler in {
+        "judged": lambda job, progress: None,
+        "judged-failing": _raiser(JobFailed("3 checks failed")),
+        "no-sandbox": _raiser(JobError("needs the sandbox: bwrap missing")),
+        "crash": _raiser(KeyError("boom")),
+    }.items():
+        monkeypatch.setitem(registry.HANDLERS, Job.Kind.SELFTEST, handler)
+        job = Job.objects.create(submission=submission, kind=Job.Kind.SELFTEST)
+        engine.job_execute(job_id=job.pk)
+        job.refresh_from_db()
+        outcomes[name] = job.outcome
+    assert outcomes == {
+        "judged": "finished",
+        "judged-failing": "finished",
+        "no-sandbox": "could not run",
+        "crash": "failed (our error)",
+    }
+
+
+def _raiser(exc: Exception):
+    def handler(job, progress):
+        raise exc
+
+    return handler
