@@ -36,6 +36,9 @@ class Run:
     label: str
     result: sandbox.RunResult
     outputs: dict[str, bytes | None] = field(default_factory=dict)
+    # Graded outputs present after the run exactly as before it (a committed copy the run
+    # never wrote): their `outputs` entry is None, they are no evidence of this run.
+    untouched: set[str] = field(default_factory=set)
 
     @cached_property
     def output_text(self) -> str:
@@ -114,8 +117,7 @@ def replay_byte_identical(run1: Run, run2: Run, outputs: list[str]) -> CheckOutc
     for path in outputs:
         a, b = run1.outputs.get(path), run2.outputs.get(path)
         if a is None or b is None:
-            absent = [label for label, v in (("run 1", a), ("run 2", b)) if v is None]
-            evidence.append({"path": path, "message": f"not written by {' and '.join(absent)}"})
+            evidence.append({"path": path, "message": _not_written(path, run1, run2)})
             missing.append(path)
             continue
         diff = classify(a, b, path)
@@ -140,7 +142,8 @@ def replay_byte_identical(run1: Run, run2: Run, outputs: list[str]) -> CheckOutc
             cid, "fail", f"outputs differ: {', '.join(sorted(set(kinds)))}", evidence
         )
     if missing:
-        # Committed copies are removed before each run, so nothing here was produced by it.
+        # A file a run did not write (absent, or a committed copy it left untouched) says
+        # nothing about whether the replay is deterministic.
         return CheckOutcome(
             cid,
             "skip",
@@ -148,6 +151,16 @@ def replay_byte_identical(run1: Run, run2: Run, outputs: list[str]) -> CheckOutc
             evidence,
         )
     return CheckOutcome(cid, "pass", f"{len(outputs)} graded output(s) byte-identical", evidence)
+
+
+def _not_written(path: str, run1: Run, run2: Run) -> str:
+    """'not written by run 1 (the committed copy was left untouched) and run 2'."""
+    parts = []
+    for run in (run1, run2):
+        if run.outputs.get(path) is None:
+            kept = path in run.untouched
+            parts.append(run.label + (" (the committed copy was left untouched)" if kept else ""))
+    return f"not written by {' and '.join(parts)}"
 
 
 def replay_no_network_attempts(runs: list[Run], probes: list[Run] | None = None) -> CheckOutcome:

@@ -11,7 +11,7 @@ import yaml
 
 from reviewer.ops.demo import DEMO_DIR
 from submissions.assignments import assignment_apply, assignment_values
-from submissions.checks.replay import Run, replay_no_network_attempts
+from submissions.checks.replay import Run, replay_byte_identical, replay_no_network_attempts
 from submissions.checks.replay_compare import (
     classify,
     describe_attempts,
@@ -107,6 +107,24 @@ def test_a_probe_going_to_the_network_is_named_but_judged_by_the_missing_fixture
     dirty = [_run("run 1", []), _run("run 2", [hop])]
     assert replay_no_network_attempts(dirty, [_run("probe", [])]).status == "fail"
     assert replay_no_network_attempts(clean).summary.startswith("no network attempt seen")
+
+
+def test_a_committed_output_no_run_wrote_is_no_evidence_of_determinism() -> None:
+    """Both runs left the committed copy as it was: skip, and say so (issue 25, case 1)."""
+    runs = [_run("run 1", []), _run("run 2", [])]
+    for run in runs:
+        run.outputs, run.untouched = {"out/answers.json": None}, {"out/answers.json"}
+    outcome = replay_byte_identical(*runs, ["out/answers.json"])
+    assert outcome.status == "skip"
+    assert outcome.summary == "graded output not written by the replay: out/answers.json"
+    assert outcome.evidence[0]["message"] == (
+        "not written by run 1 (the committed copy was left untouched) and "
+        "run 2 (the committed copy was left untouched)"
+    )
+    # written by both runs (a committed copy the runs rewrote included): compared
+    for run in runs:
+        run.outputs, run.untouched = {"out/answers.json": b'{"a": 1}'}, set()
+    assert replay_byte_identical(*runs, ["out/answers.json"]).status == "pass"
 
 
 @pytest.mark.parametrize(

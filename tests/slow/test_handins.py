@@ -1,0 +1,61 @@
+"""Hand-ins written the way candidates write them (tests/fixtures/handins/), judged end to end.
+
+Each is a small repository whose recordings were made by its libraries' own record modes
+against a local fake endpoint (see each README). Each one tripped a false verdict of
+issue 25; the sandbox runs them for real.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cassettes_app.checks.catalog import REPLAY_CHECKS
+from submissions.assignments import assignment_values
+from submissions.models import CheckResult
+from tests.conftest import ingest_inline
+from tests.paths import ROOT
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.django_db]
+
+HANDINS = ROOT / "tests" / "fixtures" / "handins"
+
+CASSETTE = {
+    "slug": "handin-cassette",
+    "title": "Cassette task (hand-in tests)",
+    "shape": "cassette",
+    "replay_command": "make test && make demo",
+    "graded_outputs": ["out/answers.json"],
+    "recordings": ["cassettes/*.yaml"],
+    "expected_model": "gpt-4o-mini-2024-07-18",
+}
+
+
+def handin(name: str) -> dict[str, bytes]:
+    """The hand-in's files as committed (`out/` included: a golden file is part of it)."""
+    root = HANDINS / name
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts and "node_modules" not in p.parts
+    }
+
+
+def judge(name: str, assignment: dict) -> dict[str, CheckResult]:
+    """Ingest the hand-in `name` under `assignment` and run its jobs here."""
+    _, checks = ingest_inline(handin(name), assignment_values(assignment), candidate=name)
+    return checks
+
+
+def replay_verdicts(checks: dict[str, CheckResult]) -> dict[str, str]:
+    return {cid: checks[cid].status for cid in REPLAY_CHECKS if cid in checks}
+
+
+def test_a_golden_file_test_keeps_its_committed_answers() -> None:
+    """The suite compares its answers with the committed out/answers.json: that copy stays,
+    and byte_identical judges the copies `make demo` wrote in each run."""
+    checks = judge("golden-file", CASSETTE)
+    offline = checks["replay.offline_pass"]
+    assert offline.status == "pass", offline.evidence[0]["output"][-1500:]
+    identical = checks["replay.byte_identical"]
+    assert identical.status == "pass", identical.summary
+    assert "fail" not in replay_verdicts(checks).values(), replay_verdicts(checks)
