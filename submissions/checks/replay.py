@@ -167,8 +167,8 @@ def replay_no_network_attempts(runs: list[Run], probes: list[Run] | None = None)
     """replay.no_network_attempts: no connect/resolve attempt was seen during replay.
 
     `runs` are the replays (every recording present); `probes` the runs with a recording
-    removed. A probe's attempt is a replay miss going to the network, which
-    replay.missing_fixture_fails_loudly judges: it is named here, never counted twice.
+    removed. Both are replay: an attempt in either fails this check (a probe's attempt is
+    also what replay.missing_fixture_fails_loudly reports as a network fallback).
     """
     cid = NO_NETWORK
     if (blocked := suite_blocker(runs[0])) and blocked[0] == "error":
@@ -176,21 +176,16 @@ def replay_no_network_attempts(runs: list[Run], probes: list[Run] | None = None)
     attempts = [(run.label, e) for run in runs for e in network_attempts(run.result.audit_events)]
     probed = [e for run in probes or [] for e in network_attempts(run.result.audit_events)]
     note = "seen by the audit hook; the network namespace blocks them regardless"
-    if not attempts:
-        summary = "no network attempt seen (" + note + ")"
-        evidence: list[dict[str, object]] = []
-        if probed:
-            summary += (
-                f"; with a recording removed: {describe_attempts(probed)}, "
-                f"judged by {MISSING_FIXTURE}"
-            )
-            evidence = [{"message": f"probe: {describe_attempts([e])}", "event": e} for e in probed]
-        return CheckOutcome(cid, "pass", summary, evidence)
+    if not attempts and not probed:
+        return CheckOutcome(cid, "pass", f"no network attempt seen ({note})")
     evidence = [
         {"message": f"{label}: {describe_attempts([e])}", "event": e} for label, e in attempts
     ]
-    summary = describe_attempts([e for _, e in attempts])
-    return CheckOutcome(cid, "fail", f"{summary} ({note})", evidence)
+    evidence += [{"message": f"probe: {describe_attempts([e])}", "event": e} for e in probed]
+    parts = [describe_attempts([e for _, e in attempts])] if attempts else []
+    if probed:
+        parts.append(f"with a recording removed: {describe_attempts(probed)}")
+    return CheckOutcome(cid, "fail", f"{'; '.join(parts)} ({note})", evidence)
 
 
 def replay_recordings_used(run1: Run, recordings: list[str]) -> tuple[CheckOutcome, set[str]]:

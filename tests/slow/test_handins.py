@@ -59,3 +59,16 @@ def test_a_golden_file_test_keeps_its_committed_answers() -> None:
     identical = checks["replay.byte_identical"]
     assert identical.status == "pass", identical.summary
     assert "fail" not in replay_verdicts(checks).values(), replay_verdicts(checks)
+
+
+def test_a_replay_miss_that_goes_live_fails_no_network_attempts() -> None:
+    """vcrpy's default record mode records a missing cassette live: the probe run (part of
+    replay) resolves api.openai.com, so no_network_attempts fails beside the summary that
+    reports it, and missing_fixture_fails_loudly names the fallback."""
+    checks = judge("vcr-record-once", CASSETTE)
+    assert checks["replay.offline_pass"].status == "pass"
+    missing = checks["replay.missing_fixture_fails_loudly"]
+    assert missing.status == "fail" and missing.evidence[0]["outcome"] == "network_fallback"
+    net = checks["replay.no_network_attempts"]
+    assert net.status == "fail", net.summary
+    assert "with a recording removed" in net.summary and "api.openai.com:443" in net.summary
