@@ -72,3 +72,22 @@ def test_a_replay_miss_that_goes_live_fails_no_network_attempts() -> None:
     net = checks["replay.no_network_attempts"]
     assert net.status == "fail", net.summary
     assert "with a recording removed" in net.summary and "api.openai.com:443" in net.summary
+
+
+def test_the_redrive_masks_the_assignments_order_ids() -> None:
+    """The stub re-driven in the sandbox issues new ORD-nnnnn ids; masked by the
+    assignment's pattern they match the trace (issue 25, case 4)."""
+    assignment = {
+        "slug": "handin-trace",
+        "title": "Trace task (hand-in tests)",
+        "shape": "trace",
+        "replay_command": "",
+        "recordings": ["recordings/*.yaml"],
+        "traces": ["replay.jsonl"],
+        "id_pattern": "ORD-[0-9]+",
+        "stub_start_command": "python shop_stub.py",
+    }
+    checks = judge("ord-ids", assignment)
+    live = checks["trace.live_match"]
+    assert live.status == "pass", (live.summary, live.evidence[:3])
+    assert live.evidence[0]["mode"] == "redrive"
