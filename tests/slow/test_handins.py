@@ -91,3 +91,25 @@ def test_the_redrive_masks_the_assignments_order_ids() -> None:
     live = checks["trace.live_match"]
     assert live.status == "pass", (live.summary, live.evidence[:3])
     assert live.evidence[0]["mode"] == "redrive"
+
+
+def test_a_retry_storm_that_outlasts_the_probe_is_not_blamed_on_caching(settings) -> None:
+    """Each new line waits out the SDK's retries (~14 s) past the request timeout; the probe
+    runs out of time. Caching is not judged; the slow answers fail degrades_gracefully and
+    the unbounded attempts ledger.consistent (issue 25, case 3)."""
+    settings.SERVICE_PROBE_SECONDS = 25.0
+    assignment = {
+        "slug": "handin-service",
+        "title": "Ticket service (hand-in tests)",
+        "shape": "ticket-service",
+        "replay_command": "",
+        "recordings": [],
+        "ledgers": ["ledger.jsonl"],
+        "service_start_command": "python app.py",
+    }
+    checks = judge("retry-storm", assignment)
+    caches = checks["service.caches"]
+    assert caches.status == "skip", caches.summary
+    assert caches.summary.startswith("not judged: the probe ran out of time after")
+    degrade = checks["service.degrades_gracefully"]
+    assert degrade.status == "fail" and "no answer after" in degrade.summary
