@@ -36,6 +36,9 @@ class Run:
     label: str
     result: sandbox.RunResult
     outputs: dict[str, bytes | None] = field(default_factory=dict)
+    # Graded outputs present after the run exactly as before it (a committed copy the run
+    # never wrote): their `outputs` entry is None, they are no evidence of this run.
+    untouched: set[str] = field(default_factory=set)
 
     @cached_property
     def output_text(self) -> str:
@@ -114,8 +117,7 @@ def replay_byte_identical(run1: Run, run2: Run, outputs: list[str]) -> CheckOutc
     for path in outputs:
         a, b = run1.outputs.get(path), run2.outputs.get(path)
         if a is None or b is None:
-            absent = [label for label, v in (("run 1", a), ("run 2", b)) if v is None]
-            evidence.append({"path": path, "message": f"not written by {' and '.join(absent)}"})
+            evidence.append({"path": path, "message": _not_written(path, run1, run2)})
             missing.append(path)
             continue
         diff = classify(a, b, path)
@@ -140,7 +142,8 @@ def replay_byte_identical(run1: Run, run2: Run, outputs: list[str]) -> CheckOutc
             cid, "fail", f"outputs differ: {', '.join(sorted(set(kinds)))}", evidence
         )
     if missing:
-        # Committed copies are removed before each run, so nothing here was produced by it.
+        # A file a run did not write (absent, or a committed copy it left untouched) says
+        # nothing about whether the replay is deterministic.
         return CheckOutcome(
             cid,
             "skip",
@@ -150,12 +153,22 @@ def replay_byte_identical(run1: Run, run2: Run, outputs: list[str]) -> CheckOutc
     return CheckOutcome(cid, "pass", f"{len(outputs)} graded output(s) byte-identical", evidence)
 
 
+def _not_written(path: str, run1: Run, run2: Run) -> str:
+    """'not written by run 1 (the committed copy was left untouched) and run 2'."""
+    parts = []
+    for run in (run1, run2):
+        if run.outputs.get(path) is None:
+            kept = path in run.untouched
+            parts.append(run.label + (" (the committed copy was left untouched)" if kept else ""))
+    return f"not written by {' and '.join(parts)}"
+
+
 def replay_no_network_attempts(runs: list[Run], probes: list[Run] | None = None) -> CheckOutcome:
     """replay.no_network_attempts: no connect/resolve attempt was seen during replay.
 
     `runs` are the replays (every recording present); `probes` the runs with a recording
-    removed. A probe's attempt is a replay miss going to the network, which
-    replay.missing_fixture_fails_loudly judges: it is named here, never counted twice.
+    removed. Both are replay: an attempt in either fails this check (a probe's attempt is
+    also what replay.missing_fixture_fails_loudly reports as a network fallback).
     """
     cid = NO_NETWORK
     if (blocked := suite_blocker(runs[0])) and blocked[0] == "error":
@@ -163,21 +176,16 @@ def replay_no_network_attempts(runs: list[Run], probes: list[Run] | None = None)
     attempts = [(run.label, e) for run in runs for e in network_attempts(run.result.audit_events)]
     probed = [e for run in probes or [] for e in network_attempts(run.result.audit_events)]
     note = "seen by the audit hook; the network namespace blocks them regardless"
-    if not attempts:
-        summary = "no network attempt seen (" + note + ")"
-        evidence: list[dict[str, object]] = []
-        if probed:
-            summary += (
-                f"; with a recording removed: {describe_attempts(probed)}, "
-                f"judged by {MISSING_FIXTURE}"
-            )
-            evidence = [{"message": f"probe: {describe_attempts([e])}", "event": e} for e in probed]
-        return CheckOutcome(cid, "pass", summary, evidence)
+    if not attempts and not probed:
+        return CheckOutcome(cid, "pass", f"no network attempt seen ({note})")
     evidence = [
         {"message": f"{label}: {describe_attempts([e])}", "event": e} for label, e in attempts
     ]
-    summary = describe_attempts([e for _, e in attempts])
-    return CheckOutcome(cid, "fail", f"{summary} ({note})", evidence)
+    evidence += [{"message": f"probe: {describe_attempts([e])}", "event": e} for e in probed]
+    parts = [describe_attempts([e for _, e in attempts])] if attempts else []
+    if probed:
+        parts.append(f"with a recording removed: {describe_attempts(probed)}")
+    return CheckOutcome(cid, "fail", f"{'; '.join(parts)} ({note})", evidence)
 
 
 def replay_recordings_used(run1: Run, recordings: list[str]) -> tuple[CheckOutcome, set[str]]:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from cassettes_app.checks import CheckOutcome, skip
+from cassettes_app.checks import CheckOutcome, counted, skip
 from cassettes_app.checks.catalog import (
     CACHES,
     DEGRADES_GRACEFULLY,
@@ -190,9 +190,14 @@ def same_time(value: Any, timestamp: str) -> bool:
 
 
 def degrade_problems(ex: Exchange) -> tuple[list[str], list[str]]:
-    """(failures, warnings) of one answer given while the model is unavailable."""
+    """(failures, warnings) of one answer given while the model is unavailable.
+
+    No answer within the request timeout (a retry storm against the missing model, say)
+    is this check's finding: the service did not degrade in time.
+    """
     if not ex.answered:
-        return [f"no answer: {ex.error}"], []
+        after = f" after {ex.seconds:.1f} s" if ex.seconds else ""
+        return [f"no answer{after}: {ex.error}"], []
     status = ex.status or 0
     if status >= 500:
         return [f"answered {status} with the model unavailable"], []
@@ -278,8 +283,16 @@ def _kinds(entries: Iterable[LedgerEntry]) -> list[str]:
     return [classify_event(e.event) for e in entries]
 
 
-def service_caches(exchanges: Sequence[Exchange], *, ledger_tracked: bool) -> CheckOutcome:
-    """service.caches: the repeat of each line comes from the cache, with no model attempt."""
+def service_caches(
+    exchanges: Sequence[Exchange], *, ledger_tracked: bool, out_of_time: str = ""
+) -> CheckOutcome:
+    """service.caches: the repeat of each line comes from the cache, with no model attempt.
+
+    A repeat is evidence only when its first request was answered before it went out: sent
+    while the first was still in progress (the first timed out), the ledger lines after it
+    may be the first's, and nothing was cached yet. `out_of_time` says why lines were not
+    sent at all; what was left unobserved is not judged.
+    """
     pairs: dict[str, list[Exchange]] = {}
     for ex in exchanges:
         pairs.setdefault(ex.line.label, []).append(ex)
@@ -287,10 +300,14 @@ def service_caches(exchanges: Sequence[Exchange], *, ledger_tracked: bool) -> Ch
     good: list[dict[str, Any]] = []
     warned: list[dict[str, Any]] = []
     ledger_seen = any(ex.ledger for ex in exchanges)
+    unanswered: list[Exchange] = []
     for pair in pairs.values():
         first = next((e for e in pair if e.repeat == 1), None)
         second = next((e for e in pair if e.repeat == 2), None)
         if first is None or second is None:
+            continue
+        if not first.answered:
+            unanswered.append(first)
             continue
         kinds = _kinds(second.ledger)
         attempts = kinds.count(MODEL_CALL)
@@ -325,6 +342,14 @@ def service_caches(exchanges: Sequence[Exchange], *, ledger_tracked: bool) -> Ch
         if first_ticket is not None and first_ticket.get("cached") is True:
             warned.append(first.evidence(f"{first.who}: claims cached on the first sight of it"))
     if not bad and not good:
+        if out_of_time:
+            return skip(CACHES, f"not judged: {out_of_time}")
+        if unanswered:
+            return skip(
+                CACHES,
+                f"not judged: the first request of {counted(len(unanswered), 'line')} got no "
+                f"answer before its repeat was sent (first: {excerpt(unanswered[0].error or '')})",
+            )
         return skip(CACHES, "no line got a ticket, so caching could not be judged")
     note = (
         ""
@@ -430,13 +455,20 @@ def service_checks(report: ProbeReport) -> list[CheckOutcome]:
     sent = [
         ex for ex in report.exchanges if ex.error is None or not ex.error.startswith("not sent")
     ]
+    unsent = len(report.exchanges) - len(sent)
+    out_of_time = (
+        f"the probe ran out of time after {len(sent)} of {len(report.exchanges)} requests"
+        if unsent
+        else ""
+    )
     outcomes = [
         starts,
         service_schema_valid(sent, report.config.schema),
         service_degrades_gracefully(sent),
-        service_caches(sent, ledger_tracked=bool(report.config.ledger_globs)),
+        service_caches(
+            sent, ledger_tracked=bool(report.config.ledger_globs), out_of_time=out_of_time
+        ),
     ]
-    unsent = len(report.exchanges) - len(sent)
     if unsent or not report.complete:
         why = (
             f"{unsent} requests not sent: the probe's time budget ran out"

@@ -64,6 +64,14 @@ def recording_dirs(globs: list[str]) -> list[str]:
     return sorted(dirs)
 
 
+def _stamps(workspace: Path, base: str, paths: list[str], uid: int) -> dict[str, str | None]:
+    """Each graded output's stamp (identity and change time), None when it is not a file."""
+    return {
+        rel: sandbox.output_file_stamp(workspace, f"{base}/{rel}" if base else rel, uid)
+        for rel in paths
+    }
+
+
 def _read_outputs(
     workspace: Path, base: str, paths: list[str], uid: int
 ) -> dict[str, bytes | None]:
@@ -93,18 +101,19 @@ def _run(
     subdir: str = "",
     remove: str | None = None,
 ) -> Run:
-    """Copy the tree into a fresh workspace, run the command there, read the outputs back."""
+    """Copy the tree into a fresh workspace, run the command there, read the outputs back.
+
+    A committed copy of a graded output stays where it is (the candidate's own tests may
+    compare against it); whether this run wrote it is learnt from its stamp before and
+    after. One the run left untouched is not read: it is no output of this run.
+    """
     with slot.workspace(tree) as workspace:
         if subdir:
             _nest(workspace, subdir, slot.uid)
         # Before any candidate code runs the copy holds no planted links: plain unlink.
         if remove:
             (workspace / subdir / remove).unlink()
-        for rel in outputs:
-            # A committed copy of a graded output must not pass for one this run wrote.
-            committed = workspace / subdir / rel
-            if committed.is_file() and not committed.is_symlink():
-                committed.unlink()
+        before = _stamps(workspace, subdir, outputs, slot.uid)
         cwd = f"{sandbox.WORK_MOUNT}/{subdir}" if subdir else sandbox.WORK_MOUNT
         result = slot.run(
             command,
@@ -113,7 +122,11 @@ def _run(
             audit_watch=[f"{subdir}/{w}".strip("/") if subdir else w for w in watch],
             cwd_in_sandbox=cwd,
         )
-        return Run(label, result, _read_outputs(workspace, subdir, outputs, slot.uid))
+        after = _stamps(workspace, subdir, outputs, slot.uid)
+        untouched = {rel for rel in outputs if after[rel] is not None and after[rel] == before[rel]}
+        written = [rel for rel in outputs if rel not in untouched]
+        read = _read_outputs(workspace, subdir, written, slot.uid)
+        return Run(label, result, {rel: read.get(rel) for rel in outputs}, untouched)
 
 
 def _nest(workspace: Path, subdir: str, uid: int) -> None:

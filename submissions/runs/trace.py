@@ -69,7 +69,7 @@ def _store_rows(submission: Submission, rows: list[RowResult], mode: str) -> Non
 
 
 def redrive_in_sandbox(
-    hops: list[TraceHop], tree: Path, command: str, *, path: str, slot: Slot
+    hops: list[TraceHop], tree: Path, command: str, *, path: str, slot: Slot, id_pattern: str
 ) -> tuple[CheckOutcome, list[RowResult]]:
     """Start the candidate's stub inside the sandbox and replay the trace's stub hops there."""
     base_url = f"http://127.0.0.1:{REDRIVE_PORT}"
@@ -114,7 +114,12 @@ def redrive_in_sandbox(
         ), []
     answers = answers_from_driver(report["answers"], base_url)
     return trace_live_match_from_redrive(
-        hops, answers, base_url=base_url, path=path, max_rows=settings.TRACE_MAX_ROWS
+        hops,
+        answers,
+        base_url=base_url,
+        path=path,
+        max_rows=settings.TRACE_MAX_ROWS,
+        id_pattern=id_pattern,
     )
 
 
@@ -132,6 +137,8 @@ def trace_run(job: Job, progress: Progress) -> Outcome:
         checks_store(submission, job, outcomes)
         return Outcome(Job.State.PASSED, "no trace to verify")
     allow = list(settings.OUTBOUND_ALLOW)
+    # Every consumer reads the ids the assignment's stub issues (ORD-48213, ord_9f2c, ...).
+    id_pattern = assignment.id_pattern or DEFAULT_ID_PATTERN
     outcomes: list[CheckOutcome] = []
     live = None
     if submission.stub_url:
@@ -144,7 +151,7 @@ def trace_run(job: Job, progress: Progress) -> Outcome:
             max_rows=settings.TRACE_MAX_ROWS,
             timeout=settings.TRACE_TIMEOUT_SECONDS,
             max_bytes=settings.TRACE_MAX_BYTES,
-            id_pattern=assignment.id_pattern or DEFAULT_ID_PATTERN,
+            id_pattern=id_pattern,
         )
         _store_rows(submission, rows, "live")
         progress.step("idempotency probe", 60)
@@ -154,6 +161,7 @@ def trace_run(job: Job, progress: Progress) -> Outcome:
                 allow=allow,
                 timeout=settings.TRACE_TIMEOUT_SECONDS,
                 body=probe_body_from_hops(hops),
+                id_pattern=id_pattern,
             )
         )
     if (live is None or live.status == "error") and assignment.stub_start_command:
@@ -176,6 +184,7 @@ def trace_run(job: Job, progress: Progress) -> Outcome:
                             assignment.stub_start_command,
                             path=path,
                             slot=slot.with_site(prepared.site),
+                            id_pattern=id_pattern,
                         )
         except SandboxUnavailable as exc:
             summary = f"re-drive needs the sandbox: {exc.cause}"

@@ -42,7 +42,12 @@ from submissions.sandbox.types import (
     WorkspaceError,
 )
 from submissions.sandbox.uids import gid_of, slot_uid
-from submissions.sandbox.workspace import prepare_workspace, read_output_file, remove_workspace
+from submissions.sandbox.workspace import (
+    output_file_stamp,
+    prepare_workspace,
+    read_output_file,
+    remove_workspace,
+)
 
 __all__ = [
     "DEFAULT_RUNTIME",
@@ -58,6 +63,7 @@ __all__ = [
     "WorkspaceError",
     "ensure_ready",
     "gid_of",
+    "output_file_stamp",
     "prepare_workspace",
     "read_output_file",
     "remove_workspace",

@@ -210,6 +210,20 @@ def _purge_dir(top: int, dfd: int, depth: int) -> None:
             continue  # root's pass removes what we could not
 
 
+def output_file_stamp(workspace: Path, relpath: str, uid: int | None) -> str | None:
+    """The identity and change time of a file in the workspace ("dev:inode:ctime_ns"), or None.
+
+    Taken before and after a run, it tells whether the run wrote the file (a rewrite in
+    place moves the change time, a replacement changes the inode) without touching the
+    candidate's tree. The lookup is read_output_file's walk, as uid, never following links;
+    anything but a regular file (absent, a link, a FIFO) has no stamp.
+    """
+    try:
+        return _in_child(workspace, relpath, 0, uid, truncate=False, stamp=True).decode()
+    except (OSError, OutputFileRefused):
+        return None
+
+
 def read_output_file(
     workspace: Path, relpath: str, max_bytes: int, uid: int | None, *, truncate: bool = False
 ) -> bytes:
@@ -222,13 +236,20 @@ def read_output_file(
     nothing the candidate could not. Raises FileNotFoundError when absent and
     OutputFileRefused otherwise; a file over max_bytes is refused unless truncate=True.
     """
+    return _in_child(workspace, relpath, max_bytes, uid, truncate=truncate, stamp=False)
+
+
+def _in_child(
+    workspace: Path, relpath: str, max_bytes: int, uid: int | None, *, truncate: bool, stamp: bool
+) -> bytes:
+    """read_output_file's work (or, with stamp, the file's stamp) in a child running as uid."""
     parts = [p for p in PurePosixPath(relpath).parts if p != "."]
     if not parts or PurePosixPath(relpath).is_absolute() or ".." in parts or "\0" in relpath:
         raise ValueError(f"relpath must be a relative path inside the workspace: {relpath!r}")
     base = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
 
     def child(w: int) -> int:
-        status, payload = _read_in_child(base, parts, max_bytes, truncate)
+        status, payload = _read_in_child(base, parts, max_bytes, truncate, stamp)
         view = memoryview(status + payload)
         while view:
             view = view[os.write(w, view) :]
@@ -249,7 +270,7 @@ def read_output_file(
 
 
 def _read_in_child(
-    base: int, parts: list[str], max_bytes: int, truncate: bool
+    base: int, parts: list[str], max_bytes: int, truncate: bool, stamp: bool = False
 ) -> tuple[bytes, bytes]:
     """Return (status, payload): b'O' + data, b'N' + reason (absent) or b'R' + reason (refused)."""
     fds: list[int] = []
@@ -283,6 +304,8 @@ def _read_in_child(
                     else "special file"
                 )
                 return b"R", f"refusing {kind}: {where}".encode()
+            if stamp:
+                return b"O", f"{st.st_dev}:{st.st_ino}:{st.st_ctime_ns}".encode()
             flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
             try:
                 fd = os.open(name, flags, dir_fd=dfd)

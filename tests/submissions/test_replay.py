@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from unittest import mock
 
 import pytest
@@ -11,7 +12,14 @@ import yaml
 
 from reviewer.ops.demo import DEMO_DIR
 from submissions.assignments import assignment_apply, assignment_values
-from submissions.checks.replay import Run, replay_no_network_attempts
+from submissions.checks.replay import (
+    Run,
+    replay_byte_identical,
+    replay_missing_fixture_fails_loudly,
+    replay_no_network_attempts,
+    replay_offline_pass,
+    replay_recordings_used,
+)
 from submissions.checks.replay_compare import (
     classify,
     describe_attempts,
@@ -86,9 +94,9 @@ def _run(label: str, events: list[dict]) -> Run:
     return Run(label, result)
 
 
-def test_a_probe_going_to_the_network_is_named_but_judged_by_the_missing_fixture_check() -> None:
-    """Only the probe (a recording removed) reached for the network: the two replays did
-    not, so no_network_attempts passes and points to the check that owns that flaw."""
+def test_a_probe_going_to_the_network_fails_no_network_attempts() -> None:
+    """The probe (a recording removed) is part of replay: its attempt fails the check, and
+    the summary says it came with a recording removed."""
     hop = {
         "event": "socket.getaddrinfo",
         "host": "api.openai.com",
@@ -97,16 +105,46 @@ def test_a_probe_going_to_the_network_is_named_but_judged_by_the_missing_fixture
     }
     clean = [_run("run 1", []), _run("run 2", [])]
     outcome = replay_no_network_attempts(clean, [_run("probe", [hop])])
-    assert outcome.status == "pass"
-    assert "api.openai.com:443" in outcome.summary
-    assert "judged by replay.missing_fixture_fails_loudly" in outcome.summary
+    assert outcome.status == "fail"
+    assert outcome.summary.startswith(
+        "with a recording removed: 1 resolve attempt to api.openai.com:443 from l.py:3"
+    )
     assert [e["message"] for e in outcome.evidence] == [
         "probe: 1 resolve attempt to api.openai.com:443 from l.py:3"
     ]
-    # an attempt during a replay itself still fails, probe or not
     dirty = [_run("run 1", []), _run("run 2", [hop])]
     assert replay_no_network_attempts(dirty, [_run("probe", [])]).status == "fail"
     assert replay_no_network_attempts(clean).summary.startswith("no network attempt seen")
+
+
+ATTEMPT = re.compile(r"\b\d+ (connect|resolve) attempts?\b")
+
+
+@pytest.mark.parametrize("where", ["run 1", "run 2", "probe"])
+@pytest.mark.parametrize("exit_code", [0, 1])
+def test_no_replay_check_passes_beside_a_summary_reporting_an_attempt(
+    where: str, exit_code: int
+) -> None:
+    """Status and summary never disagree: a pass never reports a network attempt."""
+    hop = {"event": "socket.connect", "address": "('api.openai.com', 443)", "caller": "a.py:1"}
+    runs = {
+        label: _run(label, [hop] if label == where else []) for label in ("run 1", "run 2", "probe")
+    }
+    runs["probe"].result.exit_code = exit_code
+    for run in runs.values():
+        run.outputs = {"out/answers.json": b"{}"}
+    run1, run2, probe = runs["run 1"], runs["run 2"], runs["probe"]
+    outcomes = [
+        replay_offline_pass(run1),
+        replay_byte_identical(run1, run2, ["out/answers.json"]),
+        replay_missing_fixture_fails_loudly([("cassettes/a.json", None, probe)], run1),
+        replay_no_network_attempts([run1, run2], [probe]),
+        replay_recordings_used(run1, ["cassettes/a.json"])[0],
+    ]
+    for outcome in outcomes:
+        if outcome.status == "pass":
+            assert not ATTEMPT.search(outcome.summary), (outcome.id, outcome.summary)
+    assert {o.id: o.status for o in outcomes}["replay.no_network_attempts"] == "fail"
 
 
 @pytest.mark.parametrize(
@@ -359,10 +397,10 @@ def test_demo_cassette_repo_that_falls_back_to_the_live_api_is_caught() -> None:
     assert probe.status == "fail"
     assert probe.evidence[0]["outcome"] == "network_fallback"
     # make test and make demo stay offline with every cassette (demo/README.md, flaw g):
-    # only the probe went out, and that attempt is the missing-fixture check's finding.
+    # only the probe went out, and the probe is part of replay.
     net = checks["replay.no_network_attempts"]
-    assert net.status == "pass", net.summary
-    assert "api.openai.com" in net.summary
+    assert net.status == "fail", net.summary
+    assert "with a recording removed" in net.summary and "api.openai.com" in net.summary
 
 
 @pytest.mark.django_db

@@ -218,6 +218,35 @@ def test_caching_is_judged_by_flag_or_ledger_and_no_second_attempt() -> None:
     )
 
 
+def test_a_repeat_sent_while_the_first_was_still_retrying_is_not_judged() -> None:
+    """Issue 25, case 3: the first request timed out mid retry storm; the ledger lines
+    after the repeat are the first's. Not a caching verdict; the storm is the degrade
+    check's finding."""
+    storm = [_entry("model_call", attempt=i, reason="down") for i in range(1, 4)]
+    first = _ex(error="TimeoutError: timed out")
+    first.seconds = 10.0
+    repeat = _ex(repeat=2, index=1, body=_ticket(cached=True), ledger=storm)
+    outcome = service_caches([first, repeat], ledger_tracked=True)
+    assert outcome.status == "skip"
+    assert outcome.summary.startswith("not judged: the first request of 1 line got no answer")
+    degrade = service_degrades_gracefully([first, repeat])
+    assert degrade.status == "fail"
+    assert "no answer after 10.0 s: TimeoutError" in degrade.summary
+
+
+def test_what_the_probe_budget_left_unobserved_is_skipped() -> None:
+    first = _ex(error="TimeoutError: timed out")
+    rest = [
+        _ex(line=TS_LINE, repeat=r, index=i, error="not sent: the probe's time budget ran out")
+        for i, r in ((1, 2), (2, 1), (3, 2))
+    ]
+    repeat = _ex(repeat=2, index=1, ledger=[_entry("model_call", attempt=1)])
+    outcomes = {o.id: o for o in service_checks(_report([first, repeat, *rest]))}
+    caches = outcomes["service.caches"]
+    assert caches.status == "skip"
+    assert caches.summary == "not judged: the probe ran out of time after 2 of 5 requests"
+
+
 def _report(exchanges, *, globs=("ledger.jsonl",), started=True) -> ProbeReport:
     entries = [e for ex in exchanges for e in ex.ledger]
     return ProbeReport(

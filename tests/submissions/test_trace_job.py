@@ -18,9 +18,11 @@ from submissions.assignments import assignment_values
 from submissions.models import Job, TraceRow
 from submissions.runs.trace import trace_hops
 from tests.conftest import ingest_inline
+from tests.paths import ROOT
 from tests.stubs.redrive import redrive_here
 
 REPOS = DEMO_DIR / "repos"
+HANDINS = ROOT / "tests" / "fixtures" / "handins"
 
 
 def _values(**overrides) -> dict:
@@ -42,12 +44,13 @@ def _free_port() -> int:
 
 @pytest.fixture
 def live_stub(tmp_path: Path):
-    """The demo's good shop stub, started on loopback from a temporary copy."""
+    """A shop stub (a demo repository's, or a hand-in's), started on loopback from a copy."""
     procs = []
 
-    def start(repo: str) -> str:
-        work = tmp_path / repo
-        shutil.copytree(REPOS / repo, work)
+    def start(repo: str | Path) -> str:
+        source = repo if isinstance(repo, Path) else REPOS / repo
+        work = tmp_path / source.name
+        shutil.copytree(source, work)
         port = _free_port()
         proc = subprocess.Popen(
             [sys.executable, "shop_stub.py"],
@@ -109,6 +112,18 @@ def test_a_stub_without_the_409_branch_fails_the_probe(live_stub, settings) -> N
     probe = checks["trace.idempotency_enforced"]
     assert probe.status == "fail"
     assert "409" in probe.summary
+
+
+@pytest.mark.django_db
+def test_the_idempotency_probe_reads_the_assignments_id_pattern(live_stub, settings) -> None:
+    """A stub issuing ORD-48213 under `id_pattern: ORD-[0-9]+` (issue 25, case 4)."""
+    settings.OUTBOUND_ALLOW = ["127.0.0.0/8"]
+    url = live_stub(HANDINS / "ord-ids")
+    values = _values(stub_start_command="", id_pattern="ORD-[0-9]+")
+    _, checks = ingest_inline(HANDINS / "ord-ids", values, candidate="ORD ids", stub_url=url)
+    probe = checks["trace.idempotency_enforced"]
+    assert probe.status == "pass", probe.summary
+    assert checks["trace.no_invented_ids"].status == "pass"
 
 
 @pytest.mark.django_db

@@ -595,7 +595,8 @@ def test_the_trace_jobs_redrive_gives_up_on_a_stub_that_stopped_answering(
 ) -> None:
     slot = _DriverHereSlot(tmp_path)
     outcome, rows = redrive_in_sandbox(good_hops, tmp_path, "python shop_stub.py",
-                                       path="replay.jsonl", slot=slot)  # fmt: skip
+                                       path="replay.jsonl", slot=slot,
+                                       id_pattern="ord_[0-9a-f]+")  # fmt: skip
     assert slot.spec["give_up_after"] == 3 and slot.spec["budget"] == 120.0
     assert outcome.status == "error" and outcome.evidence[0]["mode"] == "redrive"
     assert [r.error.startswith("URLError") for r in rows] == [True, True, True, False]
