@@ -7,15 +7,26 @@ units comes from scikit-learn. Each reviewer's mean offset is their score minus 
 the others' on the same unit, averaged over the units they share; share_of_3 is the share
 of their scores that are 3. A figure that the data cannot define (one reviewer, no
 variation) is None, never a number that looks measured.
+
+Every figure a page reads comes with its uncertainty (`Figure`): the units it stands on and a
+95 % bootstrap interval over units (BOOTSTRAP_RESAMPLES resamples, a fixed seed so a page
+shows the same interval twice). Gwet's AC2 with ordinal weights stands beside alpha: it
+does not collapse when nearly every score is the same, as kappa-type figures do. A reading
+("reliable", "tentative") is given only when the whole interval supports it and at least
+MIN_UNITS_TO_READ units were scored by two or more reviewers.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Collection
+from dataclasses import dataclass
 from itertools import combinations
 from statistics import mean
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MIN_SHARED = 5
 CATEGORIES = [0, 1, 2, 3]
@@ -122,19 +133,6 @@ def alpha_reason(units: Units) -> str | None:
     return None
 
 
-def alpha_reading(value: float | None) -> str:
-    """Krippendorff's guide, in words."""
-    if value is None:
-        return "not defined"
-    if value >= ALPHA_RELIABLE:
-        return "reliable"
-    if value >= ALPHA_TENTATIVE:
-        return "tentative: draw only tentative conclusions"
-    if value < 0:
-        return "not reliable: reviewers disagree more than chance would"
-    return "not reliable"
-
-
 def offset_reading(value: float | None) -> str:
     """A mean offset in words: above the others is more lenient, below is harsher."""
     if value is None:
@@ -194,3 +192,208 @@ def most_disagreement(
     ]
     apart.sort(key=lambda item: (-item[1], tiebreak(item[0]) if tiebreak else item[0]))
     return apart[:limit]
+
+
+# ------------------------------------------------------------------ uncertainty
+
+MIN_UNITS_TO_READ = 10  # units with two or more reviewers before any reading is given
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_SEED = 20261204  # fixed: the same scores always give the same interval
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One agreement figure: the estimate, its 95 % bootstrap interval, the units scored by
+    two or more reviewers it stands on, and what may be read from it."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+    units: int
+    reading: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "ci95": [self.low, self.high] if self.low is not None else None,
+            "units": self.units,
+            "reading": self.reading,
+        }
+
+
+def _counts(units: Units, domain: list[int]) -> np.ndarray:
+    """One row per unit, one column per category: how many reviewers gave it."""
+    import numpy as np
+
+    index = {value: i for i, value in enumerate(domain)}
+    out = np.zeros((len(units), len(domain)))
+    for row, scores in enumerate(units.values()):
+        for value in scores.values():
+            out[row, index[value]] += 1
+    return out
+
+
+def ordinal_weights(q: int) -> np.ndarray:
+    """Gwet's ordinal weights: 1 - C(|k-l|+1, 2) / C(q, 2) (Handbook of Inter-Rater
+    Reliability, 4th ed., ch. 3)."""
+    import numpy as np
+
+    k = np.arange(q)
+    d = np.abs(k[:, None] - k[None, :])
+    m = (d + 1) * d / 2
+    return 1 - m / m.max() if q > 1 else np.ones((1, 1))
+
+
+def _ac2_parts(counts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per unit: its share of agreement (0 with fewer than two ratings), whether it has two
+    or more ratings, and its category shares; AC2 of any resample is built from these."""
+    import numpy as np
+
+    r = counts.sum(axis=1)
+    weighted = counts @ weights.T
+    paired = r >= 2
+    pa = np.zeros(len(counts))
+    pa[paired] = (counts[paired] * (weighted[paired] - 1)).sum(axis=1) / (
+        r[paired] * (r[paired] - 1)
+    )
+    shares = counts / np.where(r > 0, r, 1)[:, None]
+    return pa, paired.astype(float), shares
+
+
+def _ac2_from(
+    pa: np.ndarray, paired: np.ndarray, shares: np.ndarray, weights: np.ndarray, n: np.ndarray
+) -> np.ndarray:
+    """Gwet's AC2 for a batch of unit weightings `n` (rows: resamples, columns: units)."""
+    import numpy as np
+
+    q = weights.shape[0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_a = (n @ pa) / (n @ paired)
+        pi = (n @ shares) / n.sum(axis=1, keepdims=True)
+        p_e = weights.sum() * (pi * (1 - pi)).sum(axis=1) / (q * (q - 1))
+        return (p_a - p_e) / (1 - p_e)
+
+
+def ac2_ordinal(units: Units, domain: list[int] = CATEGORIES) -> float | None:
+    """Gwet's AC2 with ordinal weights over these units (None when undefined)."""
+    import numpy as np
+
+    if paired_count(units) == 0 or len({r for s in units.values() for r in s}) < 2:
+        return None
+    counts = _counts(units, domain)
+    weights = ordinal_weights(len(domain))
+    value = _ac2_from(*_ac2_parts(counts, weights), weights, np.ones((1, len(counts))))[0]
+    return _finite(value)
+
+
+def _coincidences(counts: np.ndarray) -> np.ndarray:
+    """Each pairable unit's coincidence matrix (Krippendorff), flattened: n_uc n_uk / (m_u - 1),
+    minus n_uc / (m_u - 1) on the diagonal."""
+    import numpy as np
+
+    m = counts.sum(axis=1)
+    outer = counts[:, :, None] * counts[:, None, :]
+    diagonal = np.einsum("uc,ck->uck", counts, np.eye(counts.shape[1]))
+    return ((outer - diagonal) / (m - 1)[:, None, None]).reshape(len(counts), -1)
+
+
+def _alpha_from(coincidence: np.ndarray, q: int) -> np.ndarray:
+    """Ordinal alpha for a batch of summed coincidence matrices (rows: resamples)."""
+    import numpy as np
+
+    o = coincidence.reshape(-1, q, q)
+    n_c = o.sum(axis=2)
+    n = n_c.sum(axis=1)
+    cum = np.cumsum(n_c, axis=1)
+    # delta^2(c, k) = (sum of n_g for g from c to k - (n_c + n_k) / 2)^2
+    lo = np.minimum.outer(np.arange(q), np.arange(q))
+    hi = np.maximum.outer(np.arange(q), np.arange(q))
+    between = cum[:, hi] - np.where(lo > 0, cum[:, np.maximum(lo - 1, 0)], 0)
+    delta = (between - (n_c[:, :, None] + n_c[:, None, :]) / 2) ** 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        observed = (o * delta).sum(axis=(1, 2))
+        expected = (n_c[:, :, None] * n_c[:, None, :] * delta).sum(axis=(1, 2)) / (n - 1)
+        return 1 - observed / expected
+
+
+def _resamples(n_units: int, seed: int, resamples: int) -> np.ndarray:
+    """How often each unit is drawn in each bootstrap resample (rows: resamples)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    drawn = rng.integers(0, n_units, size=(resamples, n_units))
+    offsets = drawn + n_units * np.arange(resamples)[:, None]
+    return (
+        np.bincount(offsets.ravel(), minlength=resamples * n_units)
+        .reshape(resamples, n_units)
+        .astype(float)
+    )
+
+
+def _interval(values: np.ndarray) -> tuple[float | None, float | None]:
+    """The percentile interval of the defined resampled values; None when most are undefined."""
+    import numpy as np
+
+    defined = values[np.isfinite(values)]
+    if len(defined) < len(values) / 2:
+        return None, None
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(defined, [tail, 100 - tail])
+    return round(float(low), 4), round(float(high), 4)
+
+
+def bootstrap_intervals(
+    units: Units,
+    *,
+    domain: list[int] = CATEGORIES,
+    seed: int = BOOTSTRAP_SEED,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> dict[str, tuple[float | None, float | None]]:
+    """95 % percentile intervals of ordinal alpha and AC2, resampling units with
+    replacement (the same resamples for both)."""
+    if not units:
+        return {"alpha": (None, None), "ac2": (None, None)}
+    counts = _counts(units, domain)
+    draws = _resamples(len(counts), seed, resamples)
+    pairable = counts.sum(axis=1) >= 2
+    coincidences = _coincidences(counts[pairable]) if pairable.any() else None
+    alpha = (
+        _alpha_from(draws[:, pairable] @ coincidences, len(domain))
+        if coincidences is not None
+        else draws[:, 0] * float("nan")
+    )
+    weights = ordinal_weights(len(domain))
+    ac2 = _ac2_from(*_ac2_parts(counts, weights), weights, draws)
+    return {"alpha": _interval(alpha), "ac2": _interval(ac2)}
+
+
+def figure_reading(value: float | None, low: float | None, high: float | None, units: int) -> str:
+    """What may be read: Krippendorff's thresholds, applied to the whole interval, and only
+    from MIN_UNITS_TO_READ units up."""
+    if value is None:
+        return "not defined"
+    if units < MIN_UNITS_TO_READ:
+        return f"too few units to read ({units} of the {MIN_UNITS_TO_READ} needed)"
+    if low is None or high is None:
+        return "too few units to read: the resamples mostly leave it undefined"
+    if low >= ALPHA_RELIABLE:
+        return "reliable"
+    if low >= ALPHA_TENTATIVE:
+        return "tentative: draw only tentative conclusions"
+    if high < ALPHA_TENTATIVE:
+        if high < 0:
+            return "not reliable: reviewers disagree more than chance would"
+        return "not reliable"
+    return f"too few units to read: the interval runs from {low:.3f} to {high:.3f}"
+
+
+def figures(units: Units) -> dict[str, Figure]:
+    """Alpha (ordinal) and AC2 (ordinal weights) with their intervals and readings."""
+    paired = paired_count(units)
+    intervals = bootstrap_intervals(units)
+    out = {}
+    for name, value in (("alpha", alpha_ordinal(units)), ("ac2", ac2_ordinal(units))):
+        low, high = intervals[name] if value is not None else (None, None)
+        out[name] = Figure(value, low, high, paired, figure_reading(value, low, high, paired))
+    return out

@@ -14,23 +14,25 @@ from submissions.models import Assignment
 KAPPA_UNDEFINED = "not defined: both reviewers gave one and the same score on every shared unit"
 
 
-def _level(alpha: float | None) -> str:
+def _level(reading: str) -> str:
     """A class name for the reading (the words carry the meaning; colour only repeats it)."""
-    if alpha is None:
-        return "undefined"
-    if alpha >= agreement.ALPHA_RELIABLE:
-        return "reliable"
-    return "tentative" if alpha >= agreement.ALPHA_TENTATIVE else "unreliable"
+    for level in ("reliable", "tentative", "not defined", "too few"):
+        if reading.startswith(level):
+            return level.replace(" ", "-")
+    return "unreliable"
 
 
-def _alpha_figure(value: float | None, units: Units) -> dict[str, Any]:
-    """An alpha with its units, its reading and, when undefined, why."""
+def _agreement_figure(figures: dict[str, agreement.Figure], units: Units) -> dict[str, Any]:
+    """Alpha and AC2 with their intervals and units, alpha's reading and, when alpha is
+    undefined, why."""
+    alpha = figures["alpha"]
     return {
-        "alpha": value,
-        "reading": agreement.alpha_reading(value),
-        "level": _level(value),
+        "alpha": alpha,
+        "ac2": figures["ac2"],
+        "reading": alpha.reading,
+        "level": _level(alpha.reading),
         "reason": (agreement.alpha_reason(units) or "the data cannot define it")
-        if value is None
+        if alpha.value is None
         else "",
         "units": len(units),
         "paired": agreement.paired_count(units),
@@ -72,7 +74,7 @@ def calibration_figures(cohort: Cohort) -> dict[str, Any]:
         rows.append(
             {
                 "row": row,
-                **_alpha_figure(figures["rows"].get(row.title), row_units),
+                **_agreement_figure(cohort.row_figures[row.pk], row_units),
                 "mean_spread": spread.get("mean_spread"),
                 "apart": spread.get("apart", 0),
                 "flagged": spread.get("flagged", 0),
@@ -98,7 +100,7 @@ def calibration_figures(cohort: Cohort) -> dict[str, Any]:
         for unit, apart in listed
     ]
     return {
-        "overall": _alpha_figure(figures["alpha_ordinal"], units),
+        "overall": _agreement_figure(cohort.figures, units),
         "rows": rows,
         "widest": widest,
         **_pairs(figures["pairs"], units),
@@ -106,6 +108,7 @@ def calibration_figures(cohort: Cohort) -> dict[str, Any]:
         "disagreements": disagreements,
         "disagreement_limit": agreement.MOST_DISAGREEMENT,
         "drafts": sum(len(c.drafts) for c in cohort.candidates),
+        "min_units": agreement.MIN_UNITS_TO_READ,
     }
 
 

@@ -237,14 +237,28 @@ class Cohort:
         return agreement.alpha_ordinal(self.units)
 
     @cached_property
+    def figures(self) -> dict[str, agreement.Figure]:
+        """Alpha and AC2 over every unit, each with its interval, units and reading."""
+        return agreement.figures(self.units)
+
+    @cached_property
+    def row_figures(self) -> dict[int, dict[str, agreement.Figure]]:
+        """The same per rubric row id."""
+        return {
+            row.pk: agreement.figures({u: v for u, v in self.units.items() if u[1] == row.pk})
+            for row in self.rows
+        }
+
+    @cached_property
     def agreement(self) -> dict[str, Any]:
         return {
             "alpha_ordinal": self.alpha,
+            "alpha": self.figures["alpha"].as_json(),
+            "ac2_ordinal": self.figures["ac2"].as_json(),
             "pairs": agreement.pair_kappas(self.units),
-            "rows": {
-                row.title: agreement.alpha_ordinal(
-                    {u: v for u, v in self.units.items() if u[1] == row.pk}
-                )
+            "rows": {row.title: self.row_figures[row.pk]["alpha"].value for row in self.rows},
+            "row_figures": {
+                row.title: {name: f.as_json() for name, f in self.row_figures[row.pk].items()}
                 for row in self.rows
             },
         }

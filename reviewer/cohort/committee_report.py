@@ -35,7 +35,7 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from cassettes_app.checks.catalog import CATALOG
-from reviewer.cohort.agreement import FLAG_ROW_POINTS
+from reviewer.cohort.agreement import FLAG_ROW_POINTS, MIN_UNITS_TO_READ
 from reviewer.cohort.chart import dot_chart
 from reviewer.cohort.cohort import (
     FLAG_RULE,
@@ -514,8 +514,11 @@ def cohort_report_html(
         ],
         "chart": dot_chart(cohort.candidates, cohort.reviewers),
         "drafts": sum(len(c.drafts) for c in cohort.candidates),
-        "alpha": agreement["alpha_ordinal"],
-        "row_alphas": [(title, weights.get(title), a) for title, a in agreement["rows"].items()],
+        "figures": cohort.figures,
+        "min_units": MIN_UNITS_TO_READ,
+        "row_alphas": [
+            (row.title, weights.get(row.title), cohort.row_figures[row.pk]) for row in cohort.rows
+        ],
         "pairs": agreement["pairs"],
         "calibration": cohort.calibration,
         "statuses": STATUSES,

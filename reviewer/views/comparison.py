@@ -49,7 +49,7 @@ def comparison(request: HttpRequest, slug: str) -> HttpResponse:
             "chart": dot_chart(list(page.object_list), cohort.reviewers),
             "flagged": sum(c.flagged for c in cohort.candidates),
             "flag_rule": FLAG_RULE,
-            "alpha": cohort.alpha,
+            "agreement": cohort.figures,
             "columns": 5 + len(cohort.reviewers) + len(cohort.rows),
         }
         return render_to_string("reviewer/comparison.html#table", context, request=request)

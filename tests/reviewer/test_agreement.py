@@ -143,3 +143,82 @@ def test_the_cohort_command_prints_the_figures_with_sorted_keys(assignment, coho
 def test_an_unknown_assignment_is_a_clear_error(db) -> None:
     with pytest.raises(CommandError, match="no assignment 'nope'"):
         call_command("cohort", "nope")
+
+
+# Gwet's AC2 on the same 12 units (Gwet, "Handbook of Inter-Rater Reliability", 4th ed., the
+# `cac.raw4raters` data of his irrCAC package, which is Krippendorff's example above): AC1
+# (identity weights) 0.77544 with pa 0.81818 and pe 0.19032, as the handbook prints it; AC2
+# with ordinal weights 0.89894 (pa 0.96818, pe 0.68516), as irrCAC computes it.
+def test_ac2_matches_gwets_worked_example() -> None:
+    import numpy as np
+
+    from reviewer.cohort import agreement
+
+    units = _units(PAPER)
+    domain = [1, 2, 3, 4, 5]
+    counts = agreement._counts(units, domain)
+    identity = np.eye(5)
+    pa, paired, shares = agreement._ac2_parts(counts, identity)
+    ac1 = agreement._ac2_from(pa, paired, shares, identity, np.ones((1, len(counts))))[0]
+    assert ac1 == pytest.approx(0.77544, abs=5e-6)
+    assert agreement.ac2_ordinal(units, domain=domain) == pytest.approx(0.89894, abs=5e-5)
+    assert agreement.ordinal_weights(5)[0].tolist() == pytest.approx([1, 0.9, 0.7, 0.4, 0])
+
+
+def test_the_bootstraps_alpha_is_the_librarys_alpha_on_every_resample() -> None:
+    """The vectorised alpha behind the interval equals the `krippendorff` package's on the
+    data and on each resample drawn with the seed, so the interval is the library's too."""
+    import krippendorff
+    import numpy as np
+
+    from reviewer.cohort import agreement
+
+    rng = np.random.default_rng(3)
+    units = {
+        (u, 0): {r: int(rng.integers(0, 4)) for r in "abc" if rng.random() < 0.8} for u in range(40)
+    }
+    units = {u: s for u, s in units.items() if s}
+    domain = agreement.CATEGORIES
+    counts = agreement._counts(units, domain)
+    pairable = counts.sum(axis=1) >= 2
+    draws = agreement._resamples(len(counts), seed=11, resamples=25)
+    ours = agreement._alpha_from(draws[:, pairable] @ agreement._coincidences(counts[pairable]), 4)
+    keys = list(units)
+    for row, draw in zip(ours, draws, strict=True):
+        picked = [keys[i] for i, k in enumerate(draw) for _ in range(int(k))]
+        table = np.array([[units[u].get(r, np.nan) for u in picked] for r in "abc"], dtype=float)
+        theirs = krippendorff.alpha(
+            reliability_data=table, level_of_measurement="ordinal", value_domain=domain
+        )
+        assert row == pytest.approx(theirs, abs=1e-9)
+    whole = agreement._alpha_from(agreement._coincidences(counts[pairable]).sum(axis=0)[None], 4)
+    assert whole[0] == pytest.approx(agreement.alpha_ordinal(units), abs=1e-4)
+
+
+def test_an_interval_is_seeded_and_holds_its_estimate() -> None:
+    from reviewer.cohort import agreement
+
+    units = _units(PAPER)
+    domain = [1, 2, 3, 4, 5]
+    first = agreement.bootstrap_intervals(units, domain=domain)
+    assert first == agreement.bootstrap_intervals(units, domain=domain)
+    low, high = first["alpha"]
+    assert low < 0.815 < high <= 1
+    low, high = first["ac2"]
+    assert low < 0.89894 < high <= 1
+
+
+def test_no_reading_from_two_units_however_high() -> None:
+    """Two units in full agreement once read 'reliable'; now they are too few to read."""
+    from reviewer.cohort import agreement
+
+    units = {(1, 0): {"a": 3, "b": 3}, (2, 0): {"a": 0, "b": 0}}
+    figures = agreement.figures(units)
+    assert figures["alpha"].value == 1.0
+    assert figures["alpha"].units == 2
+    assert figures["alpha"].reading.startswith("too few units to read (2 of the 10")
+    many = {(i, 0): {"a": i % 4, "b": i % 4, "c": i % 4} for i in range(40)}
+    assert agreement.figures(many)["alpha"].reading == "reliable"
+    assert agreement.figures(many)["ac2"].reading == "reliable"
+    split = {(i, 0): {"a": i % 4, "b": (i * 7 + 1) % 4} for i in range(40)}
+    assert agreement.figures(split)["alpha"].reading.startswith("not reliable")

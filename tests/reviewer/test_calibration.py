@@ -25,8 +25,8 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from reviewer.cohort.agreement import (
-    alpha_reading,
     alpha_reason,
+    figure_reading,
     most_disagreement,
     offset_reading,
     row_spreads,
@@ -459,12 +459,15 @@ def test_queries_stay_flat_and_a_get_never_writes(client, lead, reviewer, review
 
 
 def test_the_readings_follow_krippendorffs_guide() -> None:
-    assert alpha_reading(0.800) == "reliable"
-    assert alpha_reading(0.7999).startswith("tentative")
-    assert alpha_reading(0.667).startswith("tentative")
-    assert alpha_reading(0.6669) == "not reliable"
-    assert alpha_reading(-0.2).startswith("not reliable")
-    assert alpha_reading(None) == "not defined"
+    # Krippendorff's thresholds, applied to the whole 95 % interval, from 10 units up.
+    assert figure_reading(0.9, 0.800, 0.95, 10) == "reliable"
+    assert figure_reading(0.9, 0.7999, 0.95, 10).startswith("tentative")
+    assert figure_reading(0.7, 0.667, 0.75, 10).startswith("tentative")
+    assert figure_reading(0.6, 0.5, 0.6669, 10) == "not reliable"
+    assert figure_reading(-0.2, -0.4, -0.1, 10).startswith("not reliable: reviewers disagree")
+    assert figure_reading(0.9, 0.5, 0.99, 10).startswith("too few units to read: the interval")
+    assert figure_reading(1.0, 1.0, 1.0, 9).startswith("too few units to read (9 of the 10")
+    assert figure_reading(None, None, None, 0) == "not defined"
     assert offset_reading(-0.1) == "harsher than the others"
     assert offset_reading(0.1) == "more lenient than the others"
     assert alpha_reason({(1, 0): {"a": 1}, (2, 0): {"b": 2}}) == (

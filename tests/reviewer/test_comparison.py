@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import io
 import re
 from unittest import mock
@@ -197,8 +198,16 @@ def test_the_page_shows_the_numbers_of_the_cohort_json(
     data = cohort_for(assignment).as_json()
     client.force_login(lead)
     body = client.get(reverse("comparison", args=[assignment.slug])).content.decode()
-    alpha = data["agreement"]["alpha_ordinal"]
-    assert alpha is not None and f"Krippendorff's alpha (ordinal) {alpha:.3f}" in body
+    from django.template.defaultfilters import floatformat
+
+    figure = data["agreement"]["alpha"]
+    low, high = figure["ci95"]
+    assert figure["value"] == data["agreement"]["alpha_ordinal"] is not None
+    assert (
+        f"Krippendorff's alpha (ordinal) <strong>{floatformat(figure['value'], 3)}</strong> "
+        f"(95 % interval {floatformat(low, 2)} to {floatformat(high, 2)}, "
+        f"{figure['units']} units scored by two or more reviewers: {figure['reading']})"
+    ) in html.unescape(body)
     for c in data["candidates"]:
         block = _block(body, c["candidate"])
         cells = re.findall(r'<td class="num[^"]*"[^>]*>([^<]*)', block)

@@ -241,10 +241,17 @@ def test_it_shows_the_cohorts_own_numbers(seeded, assignment) -> None:
     agreement = data["agreement"]
     # Figures read to three decimals, as on the pages (Django's floatformat).
     shown = {"alpha": floatformat(agreement["alpha_ordinal"], 3)}
-    assert f"Krippendorff’s alpha (ordinal) <strong>{shown['alpha']}</strong>" in html
-    for title, alpha in agreement["rows"].items():
+    assert f"Krippendorff’s alpha (ordinal) <strong>{shown['alpha']}</strong> (95 %" in html
+    for title, figures in agreement["row_figures"].items():
         cells = next(cells for _, cells in page.rows if cells and cells[0].startswith(title))
-        assert cells[1] == (floatformat(alpha, 3) if alpha is not None else "not defined")
+        alpha = figures["alpha"]
+        if alpha["value"] is None:
+            assert cells[1] == "not defined"
+        else:
+            low, high = alpha["ci95"]
+            interval = f" ({floatformat(low, 2)} to {floatformat(high, 2)})"
+            assert cells[1] == floatformat(alpha["value"], 3) + interval
+        assert cells[3] == alpha["reading"]
     for pair in agreement["pairs"]:
         cells = page.row(f"{pair['a']} and {pair['b']}")
         kappa = pair["weighted_kappa"]
