@@ -448,3 +448,35 @@ class RerecordPair(models.Model):
 
     def __str__(self) -> str:
         return self.original_path or self.rerecorded_path
+
+
+class RunFile(models.Model):
+    """A graded output or run log that a replay run wrote, kept so that the evidence naming
+    it opens: the submission's tree holds only what was handed in. Text, redacted, capped
+    at MAX_BYTES; replaced by the next replay of the submission."""
+
+    MAX_BYTES = 1024 * 1024
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="run_files")
+    job = models.ForeignKey(Job, on_delete=models.SET_NULL, null=True, related_name="+")
+    run = models.PositiveSmallIntegerField()  # 1 or 2: the replay's two runs
+    path = models.CharField(max_length=500)
+    text = models.TextField(blank=True)
+    size = models.PositiveBigIntegerField(default=0)  # of the file as written
+    binary = models.BooleanField(default=False)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["path", "run"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["submission", "run", "path"], name="one_run_file_per_path"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path} (run {self.run})"
+
+    @property
+    def truncated(self) -> bool:
+        return self.size > self.MAX_BYTES

@@ -8,6 +8,7 @@ from datetime import timedelta
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Q, QuerySet
 
+from cassettes_app.checks import counted
 from cassettes_app.checks.catalog import CATALOG, IDEMPOTENCY_ENFORCED, NO_SECRETS
 from cassettes_app.checks.rules import shape_rules
 from submissions.models import Assignment, CheckResult, Job, Recording, Submission
@@ -41,18 +42,21 @@ def stale_warnings(submission: Submission, checks: list[CheckResult]) -> list[st
     lines = []
     if counts["stale"]:
         lines.append(
-            f"{counts['stale']} recording(s) older than {assignment.stale_after_days} days"
+            f"{counted(counts['stale'], 'recording')} older than {assignment.stale_after_days} days"
         )
     if counts["future"]:
-        lines.append(f"{counts['future']} recording(s) dated after the upload")
+        lines.append(f"{counted(counts['future'], 'recording')} dated after the upload")
     if counts["undated"]:
-        lines.append(f"{counts['undated']} recording(s) of unknown age (no recording time)")
+        lines.append(
+            f"{counted(counts['undated'], 'recording')} of unknown age (no recording time)"
+        )
     if counts["other"]:
         lines.append(
-            f"{counts['other']} recording(s) of another model than {assignment.expected_model}"
+            f"{counted(counts['other'], 'recording')} of another model than "
+            f"{assignment.expected_model}"
         )
     if counts["unread"]:
-        lines.append(f"{counts['unread']} recording(s) never read by the suite")
+        lines.append(f"{counted(counts['unread'], 'recording')} never read by the suite")
     return lines
 
 

@@ -257,7 +257,7 @@ TIERS: dict[str, list[tuple[str, ...]]] = {
         ("submissions.jobs.engine", "submissions.jobs.registry", "submissions.jobs.inline",
          "submissions.jobs.rerun"),
         ("submissions.runs",),  # one thin handler per job kind
-        ("submissions.checks", "submissions.intake", "submissions.recordings",
+        ("submissions.checks", "submissions.intake", "submissions.recordings", "submissions.runfiles",
          "submissions.assignments", "submissions.conversations", "submissions.selectors"),
         ("submissions.sandbox", "submissions.deps", "submissions.net"),
         ("submissions.jobs",),  # what a handler sees, job states, the queue

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET
 
 from reviewer.views.access import get_submission_for_user
 from submissions.intake.trees import tree_path
+from submissions.models import RunFile, Submission
 from submissions.redact import redact_text
 
 MAX_BYTES = 1024 * 1024  # shown of one file; the rest is counted
@@ -95,14 +96,48 @@ def submission_file(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         data, size = _safe_open(tree_path(submission), path)
     except FileRefused as exc:
-        context["refused"] = str(exc)
-        return render(request, "reviewer/file.html", context, status=404)
+        kept = _run_file(submission, path, request.GET.get("run", ""))
+        if kept is None:
+            context["refused"] = str(exc)
+            return render(request, "reviewer/file.html", context, status=404)
+        return _show_run_file(request, context, kept)
     context["size"] = size
     context["truncated"] = size > len(data)
     if b"\x00" in data[:8192]:
         context["binary"] = True
         return render(request, "reviewer/file.html", context)
     text = redact_text(data.decode("utf-8", "replace"))
+    return _show(request, context, text, path, lit)
+
+
+def _run_file(submission: Submission, path: str, run: str) -> RunFile | None:
+    """The copy a replay run wrote of `path` (run 1 unless `run` names the other), if any."""
+    files = submission.run_files.filter(path=path).order_by("run")
+    if run.isdigit():
+        return files.filter(run=int(run)).first() or files.first()
+    return files.first()
+
+
+def _show_run_file(request: HttpRequest, context: dict[str, object], kept: RunFile) -> HttpResponse:
+    """A file the replay wrote (not in the hand-in): said so, with the other run's copy linked."""
+    others = list(
+        kept.submission.run_files.filter(path=kept.path)
+        .exclude(pk=kept.pk)
+        .values_list("run", flat=True)
+    )
+    context.update(
+        {"run_file": kept, "other_runs": others, "size": kept.size, "truncated": kept.truncated}
+    )
+    if kept.binary:
+        context["binary"] = True
+        return render(request, "reviewer/file.html", context)
+    return _show(request, context, kept.text, kept.path, context["lit"])  # type: ignore[arg-type]
+
+
+def _show(
+    request: HttpRequest, context: dict[str, object], text: str, path: str, lit: int | None
+) -> HttpResponse:
+    """The text, line-numbered and highlighted, the evidence's line lit."""
     kind = _kind(path)
     lines = []
     for number, line in enumerate(text.split("\n"), start=1):

@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from cassettes_app.checks import CheckOutcome
+from cassettes_app.checks import CheckOutcome, counted
 from cassettes_app.checks.catalog import (
     BYTE_IDENTICAL,
     MISSING_FIXTURE,
@@ -150,7 +150,9 @@ def replay_byte_identical(run1: Run, run2: Run, outputs: list[str]) -> CheckOutc
             f"graded output not written by the replay: {', '.join(missing)}",
             evidence,
         )
-    return CheckOutcome(cid, "pass", f"{len(outputs)} graded output(s) byte-identical", evidence)
+    return CheckOutcome(
+        cid, "pass", f"{counted(len(outputs), 'graded output')} byte-identical", evidence
+    )
 
 
 def _not_written(path: str, run1: Run, run2: Run) -> str:

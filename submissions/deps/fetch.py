@@ -26,6 +26,7 @@ import httpx
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+from cassettes_app.checks import counted
 from submissions.deps.resolve import DepsFailed, Pin, Resolved, WheelRef
 
 _FILENAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*\.whl\Z")
@@ -230,7 +231,7 @@ def fetch(
     cache.mkdir(parents=True, exist_ok=True)
     missing = [(p, w) for p, w in chosen if not _cached(wheel_path(cache, w), w)]
     if missing:
-        on_step(f"fetching {len(missing)} wheel(s)")
+        on_step(f"fetching {counted(len(missing), 'wheel')}")
         _download_all(missing, cache, limits)
     out = []
     unpacked = 0

@@ -32,6 +32,7 @@ from django.conf import settings
 from packaging.markers import default_environment
 from packaging.specifiers import SpecifierSet
 
+from cassettes_app.checks import counted
 from submissions.deps.declared import DeclarationError, Declared, declared_dependencies
 from submissions.deps.envs import (
     EnvCache,
@@ -278,7 +279,7 @@ def _prepare(tree: Path, slot: Slot, note: Callable[[str], None], prepared: Prep
         prepared.resolved, cache.wheels, python_version=python[:2], limits=limits, on_step=note
     )
     prepared.stage = "install"
-    note(f"installing {len(prepared.fetched)} package(s)")
+    note(f"installing {counted(len(prepared.fetched), 'package')}")
     prepared.env = _install(slot, cache, key, prepared.fetched, runtime)
     prepared.state = "installed"
 

@@ -36,6 +36,7 @@ from submissions.deps.prepare import dependencies
 from submissions.intake.trees import submission_tree
 from submissions.jobs.types import JobError, Outcome, Progress
 from submissions.models import CheckResult, Job, Recording, Submission
+from submissions.runfiles import run_files_keep
 from submissions.sandbox.slots import Slot, sandbox_slot
 from submissions.sandbox.types import SandboxUnavailable
 
@@ -202,12 +203,13 @@ def replay_run(job: Job, progress: Progress) -> Outcome:
                 if prepared.python_refused:
                     return _blocked(submission, job, env_check, "skip", prepared.python_refused)
                 slot = slot.with_site(prepared.site)
-                outcomes, run1 = _replay(submission, tree, command, slot, progress)
+                outcomes, run1, run2 = _replay(submission, tree, command, slot, progress)
     except SandboxUnavailable as exc:
         reason = f"the replay needs the sandbox: {exc.cause}"
         checks_store(submission, job, replay_error_outcomes(reason, CheckResult.Cause.SANDBOX))
         raise JobError(reason) from exc
     checks_store(submission, job, [env_check, *outcomes])
+    run_files_keep(submission=submission, job=job, runs={1: run1.outputs, 2: run2.outputs})
     progress.step("done", 100)
     failing = [o.id for o in outcomes if o.status == "fail"]
     state = Job.State.PASSED if run1.result.exit_code == 0 else Job.State.FAILED
@@ -216,7 +218,7 @@ def replay_run(job: Job, progress: Progress) -> Outcome:
 
 def _replay(
     submission: Submission, tree: Path, command: str, slot: Slot, progress: Progress
-) -> tuple[list[CheckOutcome], Run]:
+) -> tuple[list[CheckOutcome], Run, Run]:
     """Run 1, run 2 and the probes in this slot; the replay checks judged from them."""
     assignment = submission.assignment
     outputs = list(assignment.graded_outputs)
@@ -267,4 +269,4 @@ def _replay(
     ]
     if run_log and suite_blocker(run1) is None:
         outcomes.append(cassettes_model_metadata_from_run_log(run1.outputs.get(RUN_LOG)))
-    return outcomes, run1
+    return outcomes, run1, run2

@@ -98,3 +98,35 @@ def test_another_reviewers_submission_is_not_found(client, reviewer2, submission
     client.force_login(reviewer2)
     url = reverse("submission_file", args=[submission.pk])
     assert client.get(url, {"path": "README.md"}).status_code == 404
+
+
+def test_a_graded_output_the_replay_wrote_opens_as_written_by_its_run(
+    client, reviewer, submission
+) -> None:
+    """Evidence names `out/answers.json`, which the run wrote and the hand-in does not hold:
+    the viewer shows the kept copy, says which run wrote it, and links the other run's."""
+    from submissions.runfiles import run_files_keep
+
+    kept = run_files_keep(
+        submission=submission,
+        job=None,
+        runs={
+            1: {"out/answers.json": b'{"T-1": "billing"}\n', "out/run.log": None},
+            2: {"out/answers.json": f'{{"T-1": "billing", "key": "{KEY}"}}'.encode()},
+        },
+    )
+    assert kept == 2
+    submission.reviewers.add(reviewer)
+    client.force_login(reviewer)
+    url = reverse("submission_file", args=[submission.pk])
+    first = client.get(url, {"path": "out/answers.json"})
+    assert first.status_code == 200
+    body = first.content.decode()
+    assert "written by run 1" in body and "billing" in body
+    assert "run=2" in body  # the other run's copy is linked
+    second = client.get(url, {"path": "out/answers.json", "run": "2"}).content.decode()
+    assert "written by run 2" in second
+    assert KEY not in second and "billing" in second  # kept redacted
+    assert client.get(url, {"path": "out/run.log"}).status_code == 404  # never written
+    run_files_keep(submission=submission, job=None, runs={1: {}})  # a new replay replaces
+    assert client.get(url, {"path": "out/answers.json"}).status_code == 404

@@ -199,10 +199,10 @@ def test_stale_banner_and_recording_badges(client, reviewer, assignment, candida
     client.force_login(reviewer)
     page = client.get(s.get_absolute_url()).content.decode()
     assert "Recording warnings:" in page
-    assert "1 recording(s) older than 42 days" in page
-    assert "1 recording(s) of unknown age" in page
+    assert "1 recording older than 42 days" in page
+    assert "1 recording of unknown age" in page
     assert "of another model than gpt-4o-mini-2024-07-18" in page
-    assert "1 recording(s) never read by the suite" in page
+    assert "1 recording never read by the suite" in page
     assert 'status-fail">secret' in page and 'status-warn">stale' in page
 
 
