@@ -500,3 +500,39 @@ def test_a_replay_that_ran_an_entry_proves_it(tmp_path: Path) -> None:
     assert docs_entrypoints_after_replay(failed, ["make demo || true"]) is failed
     assert docs_entrypoints_after_replay(failed, ["make demo; make test"]) is failed
     assert docs_entrypoints_after_replay(failed, []) is failed
+
+
+def test_vcrpy_hand_in_notes_are_judged_by_its_matchers_and_filters(tmp_path: Path) -> None:
+    """pytest-recording with `vcr_config` (match_on method/path/body, filter_headers
+    Authorization): the notes say so, and the brief's `user, request_id, id, created` is not
+    asked of them."""
+    root = HANDINS / "docs-vcrpy-matchers"
+    outcome = docs_replay_notes(root, volatile_fields=VOLATILE, shape="cassette")
+    assert outcome.status == "pass", outcome.evidence
+    assert outcome.summary == (
+        "REPLAY.md says what the vcrpy harness matches on (method, path, body); "
+        "filters authorization"
+    )
+    assert "the vcrpy harness (tests/conftest.py:6)" in messages(outcome)
+    assert "user" not in messages(outcome)
+    # Notes that leave the filter out are a warning; notes that say nothing of it, a fail.
+    copy = tmp_path / "h"
+    shutil.copytree(root, copy)
+    note = (copy / "REPLAY.md").read_text()
+    (copy / "REPLAY.md").write_text(note.replace("`Authorization`", "credential"))
+    warned = docs_replay_notes(copy, volatile_fields=VOLATILE, shape="cassette")
+    assert warned.status == "warn" and warned.summary == "REPLAY.md leaves out `authorization`"
+    (copy / "REPLAY.md").write_text("# Replay\n\nRun `make test`.\n")
+    assert docs_replay_notes(copy, volatile_fields=VOLATILE, shape="cassette").status == "fail"
+
+
+def test_nock_hand_in_notes_are_judged_by_what_after_record_drops() -> None:
+    outcome = docs_replay_notes(
+        HANDINS / "docs-nock-back", volatile_fields=VOLATILE, shape="cassette"
+    )
+    assert outcome.status == "pass", outcome.evidence
+    text = messages(outcome)
+    assert "the nock harness (test/triage.test.js) matches on method, path, body" in text
+    assert "filters reqheaders, date, x-request-id, openai-organization (hooks: afterRecord)" in (
+        text
+    )
