@@ -3,7 +3,10 @@
 Sources in order of trust: `uv.lock`, `poetry.lock`, `pylock.toml`, `requirements*.txt`
 (with `-r` includes inside the tree), `pyproject.toml` (`[project].dependencies`, the test
 and dev extras and dependency groups), `Pipfile.lock`. The first source found is used; the
-others are named as ignored.
+others are named as ignored. Of a lock, only the entries its own installer would put in
+the sandbox are taken: their markers and Python ranges are evaluated for the sandbox's
+marker environment (`prepare.marker_environment`), so an entry locked for Windows or for
+a browser build (emscripten) is never asked of the index.
 
 Only names from the configured package index are accepted. VCS and URL requirements, index
 options (`--index-url`, `--extra-index-url`, `--find-links`), local paths and editable
@@ -214,7 +217,7 @@ def _uv_lock_needed(packages: list[dict[str, Any]], env: dict[str, str]) -> list
             by_name.setdefault(package["name"].lower(), []).append(package)
     roots = [p for ps in by_name.values() for p in ps if _is_the_hand_in(p)]
     if not roots:
-        return [p for ps in by_name.values() for p in ps]
+        return [p for ps in by_name.values() for p in ps if _resolution_holds(p, env)]
     needed: dict[int, dict[str, Any]] = {}
     expanded: set[tuple[int, str | None]] = set()  # (entry, extra) pairs already followed
     todo: list[tuple[dict[str, Any], tuple[str, ...]]] = [(root, TEST_GROUPS) for root in roots]
@@ -234,6 +237,7 @@ def _uv_lock_needed(packages: list[dict[str, Any]], env: dict[str, str]) -> list
             candidates = by_name.get(str(edge.get("name", "")).lower(), [])
             if isinstance(edge.get("version"), str):
                 candidates = [c for c in candidates if c.get("version") == edge["version"]]
+            candidates = [c for c in candidates if _resolution_holds(c, env)] or candidates
             wanted = edge.get("extra")
             more = (
                 tuple(x for x in wanted if isinstance(x, str)) if isinstance(wanted, list) else ()
@@ -250,16 +254,42 @@ def _is_the_hand_in(package: dict[str, Any]) -> bool:
     )
 
 
-def _marker_holds(marker: Any, env: dict[str, str]) -> bool:
-    """Whether an edge's marker holds in the sandbox; one we cannot judge keeps the edge."""
+def _marker_holds(marker: Any, env: dict[str, str], groups: frozenset[str] = frozenset()) -> bool:
+    """Whether a lock's marker holds in the sandbox (no extra asked for; `groups` are the
+    dependency groups installed, for pylock.toml's markers); one we cannot judge keeps the
+    entry, so a doubt installs too much rather than too little."""
     if marker is None or marker == "":
         return True
     if not isinstance(marker, str):
         return True
     try:
+        if groups:
+            lock_env = {**env, "extras": frozenset(), "dependency_groups": groups}
+            return Marker(marker).evaluate(lock_env, context="lock_file")
         return Marker(marker).evaluate({**env, "extra": ""})
     except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
         return True
+
+
+def _python_holds(wanted: Any, env: dict[str, str]) -> bool:
+    """Whether a lock entry's Python range (`python-versions`, `requires-python`) admits the
+    sandbox's interpreter; a range we cannot read (`*`, Poetry's older `||`) admits it."""
+    if not isinstance(wanted, str) or wanted.strip() in ("", "*"):
+        return True
+    python = env.get("python_full_version", "")
+    try:
+        return any(SpecifierSet(part).contains(python) for part in wanted.split("||"))
+    except InvalidSpecifier:
+        return True
+
+
+def _resolution_holds(package: dict[str, Any], env: dict[str, str]) -> bool:
+    """uv: an entry resolved for a fork (`resolution-markers`) is for this sandbox only when
+    one of its fork markers holds here."""
+    forks = package.get("resolution-markers")
+    if not isinstance(forks, list) or not forks:
+        return True
+    return any(_marker_holds(marker, env) for marker in forks)
 
 
 def _edges(
@@ -278,10 +308,7 @@ def _edges(
     return [e for e in edges if isinstance(e, dict)]
 
 
-def _from_uv_lock(
-    data: dict[str, Any], out: Declared, path: str, env: dict[str, str] | None = None
-) -> None:
-    env = env or {key: str(value) for key, value in default_environment().items()}
+def _from_uv_lock(data: dict[str, Any], out: Declared, path: str, env: dict[str, str]) -> None:
     for package in _uv_lock_needed(list(data.get("package") or []), env):
         name, version = package.get("name"), package.get("version")
         source = package.get("source") or {}
@@ -296,10 +323,15 @@ def _from_uv_lock(
             out.refused.append(Refusal(path, None, f"{name} comes from {where}, not the index"))
 
 
-def _from_poetry_lock(data: dict[str, Any], out: Declared, path: str) -> None:
-    for package in data.get("package") or []:
-        if not isinstance(package, dict) or not isinstance(package.get("name"), str):
-            continue
+def _from_poetry_lock(
+    data: dict[str, Any], out: Declared, path: str, env: dict[str, str], named: set[str]
+) -> None:
+    packages = [
+        p
+        for p in data.get("package") or []
+        if isinstance(p, dict) and isinstance(p.get("name"), str)
+    ]
+    for package in _poetry_needed(data, packages, env, named):
         source = package.get("source") or {}
         kind = source.get("type") if isinstance(source, dict) else None
         if kind in (None, "legacy") and not (isinstance(source, dict) and source.get("url")):
@@ -310,9 +342,128 @@ def _from_poetry_lock(data: dict[str, Any], out: Declared, path: str) -> None:
             )
 
 
-def _from_pylock(data: dict[str, Any], out: Declared, path: str) -> None:
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _poetry_needed(
+    data: dict[str, Any], packages: list[dict[str, Any]], env: dict[str, str], named: set[str]
+) -> list[dict[str, Any]]:
+    """The poetry.lock entries `poetry install` puts in this sandbox. Lock 2.1 (Poetry 2)
+    states each entry's `markers` (one, or one per group; absent: everywhere) beside its
+    `python-versions`. Older locks keep markers on the dependency edges only, so the graph
+    is walked from the project's own dependencies (every name its pyproject lists, and any
+    entry nothing else depends on) along the edges whose markers hold here."""
+    here = [p for p in packages if _python_holds(p.get("python-versions"), env)]
+    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    version = re.match(r"^(\d+)\.(\d+)", str(metadata.get("lock-version", "")))
+    if (version and (int(version[1]), int(version[2])) >= (2, 1)) or any(
+        "markers" in p for p in packages
+    ):
+        return [p for p in here if _poetry_markers_hold(p.get("markers"), env)]
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for package in here:
+        by_name.setdefault(_norm(package["name"]), []).append(package)
+    depended = {name for p in packages for name, _ in _poetry_edges(p, (), env, everything=True)}
+    todo: list[tuple[str, tuple[str, ...]]] = [
+        (name, ()) for name in by_name if name in named or name not in depended
+    ]
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    needed: dict[int, dict[str, Any]] = {}
+    while todo:
+        name, extras = todo.pop()
+        if (name, extras) in seen:
+            continue
+        seen.add((name, extras))
+        for package in by_name.get(name, []):
+            needed[id(package)] = package
+            todo += _poetry_edges(package, extras, env)
+    return list(needed.values())
+
+
+def _poetry_markers_hold(markers: Any, env: dict[str, str]) -> bool:
+    if isinstance(markers, dict):  # one marker per dependency group: installed when any holds
+        return not markers or any(_marker_holds(m, env) for m in markers.values())
+    return _marker_holds(markers, env)
+
+
+def _poetry_edges(
+    package: dict[str, Any], extras: tuple[str, ...], env: dict[str, str], everything: bool = False
+) -> list[tuple[str, tuple[str, ...]]]:
+    """(name, extras) a poetry.lock entry depends on here (all of them when `everything`):
+    its `[package.dependencies]` and the entries of the extras asked for."""
+    out: list[tuple[str, tuple[str, ...]]] = []
+    deps = package.get("dependencies")
+    for name, spec in deps.items() if isinstance(deps, dict) else []:
+        for one in spec if isinstance(spec, list) else [spec]:
+            table = one if isinstance(one, dict) else {}
+            if not everything and not (
+                _marker_holds(table.get("markers"), env) and _python_holds(table.get("python"), env)
+            ):
+                continue
+            wanted = table.get("extras")
+            more = (
+                tuple(sorted(e for e in wanted if isinstance(e, str)))
+                if isinstance(wanted, list)
+                else ()
+            )
+            out.append((_norm(str(name)), more))
+    table = package.get("extras") if isinstance(package.get("extras"), dict) else {}
+    for extra in extras:
+        for item in table.get(extra) or []:
+            if not isinstance(item, str):
+                continue
+            head, _, marker = item.partition(";")
+            name = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)", head)
+            if name and (everything or _marker_holds(marker.strip() or None, env)):
+                out.append((_norm(name[1]), ()))
+    return out
+
+
+def _pyproject_names(pyproject: dict[str, Any]) -> set[str]:
+    """Every package name a pyproject lists (PEP 621, dependency groups, Poetry's tables),
+    whatever its marker: the roots of an old poetry.lock's graph."""
+    names: set[str] = set()
+    project = pyproject.get("project") if isinstance(pyproject.get("project"), dict) else {}
+    lists: list[Any] = [project.get("dependencies")]
+    for table in (project.get("optional-dependencies"), pyproject.get("dependency-groups")):
+        lists += list(table.values()) if isinstance(table, dict) else []
+    for items in lists:
+        for item in items if isinstance(items, list) else []:
+            name = (
+                re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)", item)
+                if isinstance(item, str)
+                else None
+            )
+            if name:
+                names.add(_norm(name[1]))
+    tool = pyproject.get("tool") if isinstance(pyproject.get("tool"), dict) else {}
+    poetry = tool.get("poetry") if isinstance(tool.get("poetry"), dict) else {}
+    tables = [poetry.get("dependencies"), poetry.get("dev-dependencies")]
+    groups = poetry.get("group") if isinstance(poetry.get("group"), dict) else {}
+    tables += [g.get("dependencies") for g in groups.values() if isinstance(g, dict)]
+    for table in tables:
+        names |= (
+            {_norm(str(n)) for n in table if n != "python"} if isinstance(table, dict) else set()
+        )
+    return names
+
+
+def _from_pylock(data: dict[str, Any], out: Declared, path: str, env: dict[str, str]) -> None:
+    defaults = data.get("default-groups")
+    groups = frozenset(
+        [*TEST_GROUPS, *(g for g in defaults if isinstance(g, str))]
+        if isinstance(defaults, list)
+        else TEST_GROUPS
+    )
     for package in data.get("packages") or []:
         if not isinstance(package, dict) or not isinstance(package.get("name"), str):
+            continue
+        # PEP 751: an installer takes an entry only when its marker and Python range hold.
+        if not (
+            _marker_holds(package.get("marker"), env, groups)
+            and _python_holds(package.get("requires-python"), env)
+        ):
             continue
         elsewhere = [k for k in ("vcs", "directory", "archive") if k in package]
         if elsewhere:
@@ -343,7 +494,7 @@ def _from_pyproject(data: dict[str, Any], out: Declared, path: str) -> None:
                 _index_requirement(item, path, None, out)
 
 
-def _from_pipfile_lock(text: str, out: Declared, path: str) -> None:
+def _from_pipfile_lock(text: str, out: Declared, path: str, env: dict[str, str]) -> None:
     try:
         data = json.loads(text)
     except ValueError as exc:
@@ -351,8 +502,8 @@ def _from_pipfile_lock(text: str, out: Declared, path: str) -> None:
     for section in ("default", "develop"):
         packages = data.get(section) if isinstance(data, dict) else None
         for name, spec in (packages or {}).items() if isinstance(packages, dict) else []:
-            if not isinstance(spec, dict):
-                continue
+            if not isinstance(spec, dict) or not _marker_holds(spec.get("markers"), env):
+                continue  # pipenv installs an entry only where its markers hold
             if any(k in spec for k in ("git", "path", "file", "editable")):
                 out.refused.append(Refusal(path, None, f"{name} is not from the index: refused"))
             elif isinstance(spec.get("version"), str):
@@ -380,8 +531,11 @@ def _requires_python(root: Path, out: Declared) -> None:
 def declared_dependencies(root: Path, marker_env: dict[str, str] | None = None) -> Declared:
     """Read the hand-in's most trusted declaration. Raises DeclarationError for a file that
     cannot be read at all; every refused line is in `refused`. `marker_env` is the sandbox's
-    marker environment (PEP 508), which decides what a universal lock needs here."""
+    marker environment (PEP 508; by default this process's), which decides which of a
+    lock's entries its own installer would put here: uv's, Poetry's, pylock.toml's and
+    Pipfile.lock's markers and Python ranges are evaluated for it."""
     root = Path(root)
+    env = dict(marker_env or default_environment())
     out = Declared()
     present = [name for name in LOCKS if (root / name).is_file()]
     requirement_files = sorted(
@@ -413,16 +567,16 @@ def declared_dependencies(root: Path, marker_env: dict[str, str] | None = None) 
         _from_pyproject(pyproject or {}, out, chosen)
     elif chosen == "Pipfile.lock":
         out.kind = out.source = chosen
-        _from_pipfile_lock(_read(root, chosen) or "", out, chosen)
+        _from_pipfile_lock(_read(root, chosen) or "", out, chosen, env)
     else:
         out.kind = out.source = chosen
         data = _toml(root, chosen) or {}
         if chosen == "uv.lock":
-            _from_uv_lock(data, out, chosen, marker_env)
+            _from_uv_lock(data, out, chosen, env)
+        elif chosen == "poetry.lock":
+            _from_poetry_lock(data, out, chosen, env, _pyproject_names(pyproject or {}))
         else:
-            {"poetry.lock": _from_poetry_lock, "pylock.toml": _from_pylock}[chosen](
-                data, out, chosen
-            )
+            _from_pylock(data, out, chosen, env)
         out.locked = True
     _requires_python(root, out)
     return out

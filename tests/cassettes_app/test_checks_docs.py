@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from cassettes_app.checks.docs.entrypoints import docs_entrypoints
-from cassettes_app.checks.docs.makefile import make_targets
+from cassettes_app.checks.docs.entries import runbook_entries
+from cassettes_app.checks.docs.entrypoints import docs_entrypoints, docs_entrypoints_after_replay
+from cassettes_app.checks.docs.makefile import make_targets, read_makefile
 from cassettes_app.checks.docs.note_fields import replay_note_fields
 from cassettes_app.checks.docs.replay_notes import docs_replay_notes
-from tests.paths import DEMO_REPOS
+from tests.paths import DEMO_REPOS, ROOT
 
 DEMO = DEMO_REPOS
 VOLATILE = ["user", "request_id", "id", "created"]
@@ -76,9 +77,14 @@ def test_cassette_entrypoints_pass(tmp_path: Path) -> None:
     outcome = docs_entrypoints(root, "cassette", "make test && make demo")
     assert outcome.status == "pass", outcome.evidence
     assert outcome.summary == "found: make record, make test, make demo"
-    assert {"message": "make demo: found — rule `demo:`", "path": "Makefile", "line": 8} in (
-        outcome.evidence
-    )
+    assert {
+        "message": "make demo: found — rule `demo:`",
+        "path": "Makefile",
+        "line": 8,
+        "entry": "make demo",
+        "state": "found",
+        "command": "make demo",
+    } in outcome.evidence
 
 
 def test_missing_make_demo_fails_naming_it(tmp_path: Path) -> None:
@@ -195,7 +201,9 @@ def test_ticket_service_without_replay_or_entry_fails(tmp_path: Path) -> None:
     )
     outcome = docs_entrypoints(root, "ticket-service")
     assert outcome.status == "fail"
-    assert outcome.summary == "missing: runbook replay, service entry"
+    # A runbook that words no replay step is an unsure reading; the missing entry is sure.
+    assert outcome.summary == "missing: service entry"
+    assert "runbook replay: not proven — looked for a `replay` heading" in messages(outcome)
 
 
 def test_replay_command_entries_are_checked(tmp_path: Path) -> None:
@@ -415,3 +423,116 @@ def test_run_twice_record_without_a_cap_warns(tmp_path: Path) -> None:
     outcome = docs_entrypoints(root, "run-twice")
     assert outcome.status == "warn"
     assert outcome.summary.startswith("found, but not as the brief asks: record capped (no max")
+
+
+# --------------------------------------------------------------- readings of real hand-ins
+
+HANDINS = ROOT / "tests" / "fixtures" / "handins"
+
+
+def test_run_sh_forwarding_its_arguments_to_argparse_choices_is_followed() -> None:
+    """run.sh runs `"${PYTHON:-python3}" "$here/src/answer.py" "$@"`; answer.py's argparse
+    takes `choices=("replay", "record")` and caps record with a MAX_LIVE_CALLS constant."""
+    outcome = docs_entrypoints(HANDINS / "docs-run-twice-forwarded", "run-twice", "./run.sh replay")
+    assert outcome.status == "pass", outcome.evidence
+    text = messages(outcome)
+    assert "./run.sh replay: found — run.sh passes its argument to src/answer.py" in text
+    assert "./run.sh record: found — run.sh passes its argument to src/answer.py" in text
+    assert "record capped: found — a bound on model calls: `MAX_LIVE_CALLS`" in text
+
+
+def test_a_runbook_with_bold_labelled_items_gives_each_step() -> None:
+    """`1. **Start a recording** (...)` with its command in a fenced block inside the item,
+    then `2. **Test:** ...` and `3. **Replay:** ...`."""
+    root = HANDINS / "docs-run-twice-forwarded"
+    steps = {e.label: e for e in runbook_entries(root, read_makefile(root))}
+    assert steps["runbook start"].found and steps["runbook start"].line == 10
+    assert "./run.sh record" in steps["runbook start"].detail
+    assert steps["runbook test"].detail.startswith("`./run.sh replay && git diff")
+    assert steps["runbook replay"].detail == "`./run.sh replay`"
+    assert steps["runbook replay"].line == 14
+
+
+def test_arguments_passed_where_the_check_cannot_read_are_a_warning(tmp_path: Path) -> None:
+    root = tree(
+        tmp_path,
+        {"run.sh": 'exec node cli.js "$@"\n', "cli.js": "", "main.py": "MAX_CALLS = 3\n"},
+        ("run.sh",),
+    )
+    outcome = docs_entrypoints(root, "run-twice", "./run.sh replay")
+    assert outcome.status == "warn", outcome.evidence
+    assert "./run.sh replay: not proven — run.sh passes its arguments on" in messages(outcome)
+    assert "also passes them to cli.js" in messages(outcome)
+    # A run.sh that reads no argument at all surely handles no mode.
+    (root / "run.sh").write_text("exec node cli.js\n")
+    assert docs_entrypoints(root, "run-twice", "./run.sh replay").status == "fail"
+
+
+def test_a_cap_is_a_named_constant_the_code_compares_against(tmp_path: Path) -> None:
+    run_sh = 'case "$1" in replay|record) python3 go.py "$1" ;; esac\n'
+    go = "MODEL_REQUEST_CEILING: int = 6\n\ndef spend(n):\n    return n < MODEL_REQUEST_CEILING\n"
+    root = tree(tmp_path, {"run.sh": run_sh, "go.py": go}, ("run.sh",))
+    outcome = docs_entrypoints(root, "run-twice", "./run.sh replay")
+    assert outcome.status == "pass", outcome.evidence
+    assert "`MODEL_REQUEST_CEILING`, compared against" in messages(outcome)
+    (root / "go.py").write_text("MODEL_REQUEST_CEILING = 6\n")  # never compared: not a bound
+    assert docs_entrypoints(root, "run-twice").status == "warn"
+
+
+def test_a_replay_that_ran_an_entry_proves_it(tmp_path: Path) -> None:
+    root = tree(tmp_path, {"run.sh": 'exec node cli.js "$@"\n', "main.py": "MAX_CALLS = 3\n"})
+    (root / "run.sh").chmod(0o755)
+    static = docs_entrypoints(root, "run-twice", "./run.sh replay")
+    assert static.status == "warn"
+    after = docs_entrypoints_after_replay(static, ["./run.sh replay"])
+    text = messages(after)
+    assert "./run.sh replay: found — the replay ran `./run.sh replay`, which exited 0" in text
+    assert after.status == "warn"  # record is never run by a replay: still unsure
+    assert "./run.sh record: not proven" in text
+    # A fail the replay disproves: make demo defined in an included makefile is unsure, and
+    # a missing one the replay ran is found.
+    make = tree(tmp_path / "m", {"Makefile": "test:\n\tpytest\nrecord:\n\tx\n"})
+    failed = docs_entrypoints(make, "cassette", "make test && make demo")
+    assert failed.status == "fail"
+    passed = docs_entrypoints_after_replay(failed, ["CASSETTE_MODE=replay make test && make demo"])
+    assert passed.status == "pass" and "make demo" in passed.summary
+    # Only a command whose exit status is known proves anything; nothing is downgraded.
+    assert docs_entrypoints_after_replay(failed, ["make demo || true"]) is failed
+    assert docs_entrypoints_after_replay(failed, ["make demo; make test"]) is failed
+    assert docs_entrypoints_after_replay(failed, []) is failed
+
+
+def test_vcrpy_hand_in_notes_are_judged_by_its_matchers_and_filters(tmp_path: Path) -> None:
+    """pytest-recording with `vcr_config` (match_on method/path/body, filter_headers
+    Authorization): the notes say so, and the brief's `user, request_id, id, created` is not
+    asked of them."""
+    root = HANDINS / "docs-vcrpy-matchers"
+    outcome = docs_replay_notes(root, volatile_fields=VOLATILE, shape="cassette")
+    assert outcome.status == "pass", outcome.evidence
+    assert outcome.summary == (
+        "REPLAY.md says what the vcrpy harness matches on (method, path, body); "
+        "filters authorization"
+    )
+    assert "the vcrpy harness (tests/conftest.py:6)" in messages(outcome)
+    assert "user" not in messages(outcome)
+    # Notes that leave the filter out are a warning; notes that say nothing of it, a fail.
+    copy = tmp_path / "h"
+    shutil.copytree(root, copy)
+    note = (copy / "REPLAY.md").read_text()
+    (copy / "REPLAY.md").write_text(note.replace("`Authorization`", "credential"))
+    warned = docs_replay_notes(copy, volatile_fields=VOLATILE, shape="cassette")
+    assert warned.status == "warn" and warned.summary == "REPLAY.md leaves out `authorization`"
+    (copy / "REPLAY.md").write_text("# Replay\n\nRun `make test`.\n")
+    assert docs_replay_notes(copy, volatile_fields=VOLATILE, shape="cassette").status == "fail"
+
+
+def test_nock_hand_in_notes_are_judged_by_what_after_record_drops() -> None:
+    outcome = docs_replay_notes(
+        HANDINS / "docs-nock-back", volatile_fields=VOLATILE, shape="cassette"
+    )
+    assert outcome.status == "pass", outcome.evidence
+    text = messages(outcome)
+    assert "the nock harness (test/triage.test.js) matches on method, path, body" in text
+    assert "filters reqheaders, date, x-request-id, openai-organization (hooks: afterRecord)" in (
+        text
+    )

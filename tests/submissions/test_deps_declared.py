@@ -268,3 +268,103 @@ def test_a_uv_lock_with_a_cycle_of_extras_or_odd_types_ends_at_once(tmp_path: Pa
     declared = declared_dependencies(tree(tmp_path, {"uv.lock": lock}))
     assert time.perf_counter() - started < 2
     assert sorted(declared.requirements) == ["a==1.0", "b==2.0", "c==3.0"]
+
+
+HANDINS = ROOT / "tests" / "fixtures" / "handins"
+
+
+def test_a_poetry_lock_gives_only_what_poetry_installs_here() -> None:
+    """A real Poetry 2.5 lock (portalocker, pytest in the dev group): pywin32 is locked for
+    `platform_system == "Windows"` and colorama for `sys_platform == "win32"`, neither of
+    which `poetry install` puts on Linux; asking the index for them fails the hand-in."""
+    root = HANDINS / "lock-poetry-platform-markers"
+    linux = declared_dependencies(root)
+    assert sorted(linux.requirements) == [
+        "iniconfig==2.3.1",
+        "packaging==26.4",
+        "pluggy==1.7.0",
+        "portalocker==2.10.1",
+        "pygments==2.21.0",
+        "pytest==8.4.2",
+    ]
+    windows = {**default_environment(), "sys_platform": "win32", "platform_system": "Windows"}
+    assert {"pywin32==312", "colorama==0.4.6"} <= set(
+        declared_dependencies(root, windows).requirements
+    )
+    older = {**default_environment(), "python_full_version": "3.9.1", "python_version": "3.9"}
+    assert "iniconfig==2.3.1" not in declared_dependencies(root, older).requirements
+
+
+def test_an_older_poetry_lock_is_walked_along_edges_whose_markers_hold(tmp_path: Path) -> None:
+    """Lock 2.0 keeps markers on the edges only: what only Windows needs is left out, what
+    the project lists itself is kept whatever another entry's edge says."""
+    lock = (
+        '[[package]]\nname = "portalocker"\nversion = "2.10.1"\npython-versions = ">=3.8"\n'
+        '[package.dependencies]\npywin32 = {version = ">=226", markers = "platform_system == '
+        '\\"Windows\\""}\n\n'
+        '[[package]]\nname = "pywin32"\nversion = "311"\npython-versions = "*"\n'
+        '[package.dependencies]\nwin-helper = "*"\n\n'
+        '[[package]]\nname = "win-helper"\nversion = "1.0"\npython-versions = "*"\n\n'
+        '[[package]]\nname = "click"\nversion = "8.1.7"\npython-versions = ">=3.7"\n'
+        '[package.dependencies]\ncolorama = {version = "*", markers = "platform_system == '
+        '\\"Windows\\""}\n\n'
+        '[[package]]\nname = "colorama"\nversion = "0.4.6"\npython-versions = "*"\n\n'
+        '[metadata]\nlock-version = "2.0"\n'
+    )
+    pyproject = (
+        '[tool.poetry.dependencies]\npython = "^3.11"\nportalocker = "^2.10"\nclick = "*"\n'
+        '[tool.poetry.group.dev.dependencies]\ncolorama = "*"\n'
+    )
+    root = tree(tmp_path, {"poetry.lock": lock, "pyproject.toml": pyproject})
+    assert sorted(declared_dependencies(root).requirements) == [
+        "click==8.1.7",
+        "colorama==0.4.6",
+        "portalocker==2.10.1",
+    ]
+
+
+def test_pylock_pipfile_lock_and_uv_forks_are_judged_by_their_markers(tmp_path: Path) -> None:
+    pylock = declared_dependencies(
+        tree(
+            tmp_path / "l",
+            {
+                "pylock.toml": (
+                    'lock-version = "1.0"\n[[packages]]\nname = "rich"\nversion = "14.0.0"\n'
+                    '[[packages]]\nname = "pywin32"\nversion = "311"\n'
+                    "marker = \"sys_platform == 'win32'\"\n"
+                    '[[packages]]\nname = "old"\nversion = "1.0"\nrequires-python = "<3.9"\n'
+                    '[[packages]]\nname = "pytest"\nversion = "8.4.2"\n'
+                    "marker = \"'dev' in dependency_groups\"\n"
+                )
+            },
+        )
+    )
+    assert pylock.requirements == ["rich==14.0.0", "pytest==8.4.2"]
+    pipfile = declared_dependencies(
+        tree(
+            tmp_path / "f",
+            {
+                "Pipfile.lock": (
+                    '{"default": {"rich": {"version": "==14.0.0"}, "pywin32": {"version": '
+                    '"==311", "markers": "sys_platform == \'win32\'"}}, "develop": {}}'
+                )
+            },
+        )
+    )
+    assert pipfile.requirements == ["rich==14.0.0"]
+    uv = declared_dependencies(
+        tree(
+            tmp_path / "u",
+            {
+                "uv.lock": (
+                    'version = 1\n[[package]]\nname = "numpy"\nversion = "1.24.4"\n'
+                    "resolution-markers = [\"python_full_version < '3.9'\"]\n"
+                    'source = { registry = "https://pypi.org/simple" }\n'
+                    '[[package]]\nname = "numpy"\nversion = "2.3.1"\n'
+                    "resolution-markers = [\"python_full_version >= '3.9'\"]\n"
+                    'source = { registry = "https://pypi.org/simple" }\n'
+                )
+            },
+        )
+    )
+    assert uv.requirements == ["numpy==2.3.1"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from submissions.deps.declared import Declared
+from submissions.deps.declared import Declared, declared_dependencies
 from submissions.deps.resolve import (
     Resolved,
     ResolveFailed,
@@ -14,6 +14,7 @@ from submissions.deps.resolve import (
     resolve,
     sandbox_platform,
 )
+from tests.paths import ROOT
 
 INDEX = "https://pypi.org/simple"
 
@@ -137,3 +138,13 @@ def test_an_unreachable_index_fails_with_the_cause(tmp_path: Path) -> None:
             timeout=60,
         )
     assert "127.0.0.1" in str(info.value) or "connect" in str(info.value).lower()
+
+
+@pytest.mark.index
+def test_a_poetry_lock_with_windows_only_entries_resolves_for_this_sandbox(tmp_path: Path) -> None:
+    """pywin32 (locked for Windows only) has no Linux wheel: asked for, it failed the hand-in."""
+    declared = declared_dependencies(ROOT / "tests/fixtures/handins/lock-poetry-platform-markers")
+    resolved = resolve(declared, index_url=INDEX, cache_dir=tmp_path)
+    names = {p.name for p in resolved.pins}
+    assert "portalocker" in names and "pytest" in names
+    assert "pywin32" not in names and "colorama" not in names

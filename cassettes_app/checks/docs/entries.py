@@ -23,6 +23,7 @@ from cassettes_app.checks.docs.repofiles import (
     read_text,
 )
 from cassettes_app.checks.docs.runbook import README_NAMES, RUNBOOK_NAMES, doc_lines, doc_step
+from cassettes_app.checks.docs.runsh import forwarded_modes, module_file
 
 
 @dataclass(slots=True)
@@ -36,15 +37,28 @@ class Entry:
     line: int | None = None
     soft: bool = False  # found, but weakly (a .PHONY name without a rule, ...)
     optional: bool = False  # the brief welcomes it but does not require it (absent here)
+    # Not found, but the reading could not settle it (arguments passed to a script that
+    # could not be followed, a runbook worded otherwise): a warning, never a fail.
+    unsure: bool = False
+    command: str | None = None  # the command line this entry is, when it is one
+
+    @property
+    def state(self) -> str:
+        if self.optional:
+            return "not required"
+        if self.soft:
+            return "not as asked"
+        if self.unsure:
+            return "not proven"
+        return "found" if self.found else "missing"
 
     def evidence(self) -> dict[str, Any]:
-        if self.optional:
-            state = "not required"
-        elif self.soft:
-            state = "not as asked"
-        else:
-            state = "found" if self.found else "missing"
+        state = self.state
         item: dict[str, Any] = {"message": f"{self.label}: {state} — {self.detail}"}
+        # What the entry is, as fields: a replay that ran the command proves it later.
+        item["entry"], item["state"] = self.label, state
+        if self.command:
+            item["command"] = self.command
         if self.path:
             item["path"] = self.path
         if self.line:
@@ -55,9 +69,14 @@ class Entry:
 def make_entry(make: Makefile, target: str) -> Entry:
     label = f"make {target}"
     if make.path is None:
-        return Entry(label, False, "looked for a Makefile at the repository root; there is none")
+        return Entry(
+            label,
+            False,
+            "looked for a Makefile at the repository root; there is none",
+            command=label,
+        )
     if target in make.rules:
-        return Entry(label, True, f"rule `{target}:`", make.path, make.rules[target])
+        return Entry(label, True, f"rule `{target}:`", make.path, make.rules[target], command=label)
     if target in make.phony:
         return Entry(
             label,
@@ -66,14 +85,19 @@ def make_entry(make: Makefile, target: str) -> Entry:
             make.path,
             make.phony[target],
             soft=True,
+            command=label,
         )
     known = ", ".join(sorted(make.rules)[:15]) or "none"
     cut = " (first 1 MB read)" if make.truncated else ""
+    # A Makefile that includes others may define the rule there: unsure, not missing.
+    included = " (it includes other makefiles, not read)" if make.includes else ""
     return Entry(
         label,
         False,
-        f"looked for a `{target}:` rule or .PHONY entry; targets found: {known}{cut}",
+        f"looked for a `{target}:` rule or .PHONY entry; targets found: {known}{cut}{included}",
         make.path,
+        command=label,
+        unsure=bool(make.includes),
     )
 
 
@@ -123,82 +147,59 @@ _PYTHON_TARGET = re.compile(
 )
 
 
-def _module_file(root: Path, module: str) -> str | None:
-    base = module.replace(".", "/")
-    for rel in (f"{base}/__main__.py", f"{base}.py", f"{base}/__init__.py"):
-        if exists(root, rel):
-            return rel
-    return None
-
-
-def _code_lines(text: str) -> str:
-    """Shell text with comment lines blanked (a word in a comment handles no mode); the line
-    numbers stay those of the file."""
-    return "\n".join("" if line.lstrip().startswith("#") else line for line in text.splitlines())
-
-
 def run_sh_entries(root: Path, make: Makefile, replay_command: str) -> list[Entry]:
     rel = find_file(root, ("run.sh",))
     if rel is None:
         return [
-            Entry("./run.sh", False, "looked for run.sh at the repository root"),
-            Entry("./run.sh replay", False, "no run.sh"),
-            Entry("./run.sh record", False, "no run.sh"),
+            Entry(
+                "./run.sh", False, "looked for run.sh at the repository root", command="./run.sh"
+            ),
+            Entry("./run.sh replay", False, "no run.sh", command="./run.sh replay"),
+            Entry("./run.sh record", False, "no run.sh", command="./run.sh record"),
         ]
-    entries: list[Entry] = []
-    if is_executable(root, rel):
-        entries.append(Entry("./run.sh", True, "executable", rel))
-    else:
-        callers = [make.text, replay_command]
-        readme = find_file(root, ("README.md", "README", "README.rst", "README.txt"))
-        if readme:
-            callers.append(read_text(root, readme)[0] or "")
-        invoked = re.compile(r"\b(?:ba|z|da)?sh\s+(?:\./)?run\.sh\b")
-        if any(invoked.search(text) for text in callers if text):
-            entries.append(Entry("./run.sh", True, "not executable, but invoked with sh", rel))
-        else:
-            entries.append(
-                Entry(
-                    "./run.sh",
-                    False,
-                    "run.sh is not executable and nothing runs it with sh/bash",
-                    rel,
-                )
-            )
-    text = _code_lines(read_text(root, rel)[0] or "")
-    forwarded: str | None = None
-    if re.search(r"\$\{?(?:1|@|\*)", text):
-        for match in _PYTHON_TARGET.finditer(text):
-            target = _module_file(root, match.group(1)) if match.group(1) else match.group(2)
-            if target and exists(root, target.removeprefix("./")):
-                forwarded = target.removeprefix("./")
-                break
-    forwarded_text = (read_text(root, forwarded)[0] or "") if forwarded else ""
+    entries: list[Entry] = [_run_sh_itself(root, make, replay_command, rel)]
+    modes = forwarded_modes(root, rel, ("replay", "record"))
     for mode in ("replay", "record"):
         label = f"./run.sh {mode}"
-        hit = re.search(rf"\b{mode}\b", text)
-        if hit:
-            line = text[: hit.start()].count("\n") + 1
-            entries.append(Entry(label, True, f"run.sh names the `{mode}` mode", rel, line))
-            continue
-        literal = re.search(rf"""["']{mode}["']""", forwarded_text)
-        if forwarded and literal:
-            line = forwarded_text[: literal.start()].count("\n") + 1
-            entries.append(
-                Entry(
-                    label,
-                    True,
-                    f"run.sh passes its argument to {forwarded}, which handles {mode!r}",
-                    forwarded,
-                    line,
-                )
+        where = modes.found.get(mode)
+        if where and where[0] == rel:
+            detail = f"run.sh names the `{mode}` mode"
+            entries.append(Entry(label, True, detail, rel, where[1], command=label))
+        elif where:
+            detail = f"run.sh passes its argument to {where[0]}, which handles {mode!r}"
+            entries.append(Entry(label, True, detail, where[0], where[1], command=label))
+        elif not modes.reads_args:
+            detail = f"looked for `{mode}` in a case/if of run.sh, which reads no argument"
+            entries.append(Entry(label, False, detail, rel, command=label))
+        else:
+            # It reads its arguments, but where they lead could not be read to the end: an
+            # unsure reading, never a missing mode.
+            followed = ", ".join(modes.followed) or "no script of the tree"
+            unread = f"; also passes them to {', '.join(modes.unread[:3])}" if modes.unread else ""
+            detail = (
+                f"run.sh passes its arguments on; looked for `{mode}` in its case/if and in "
+                f"the argument parsing (choices, sub-commands, comparisons, match) of "
+                f"{followed}{unread}"
             )
-            continue
-        looked = f"`{mode}` in a case/if of run.sh" + (
-            f" or a '{mode}' literal in {forwarded}" if forwarded else ""
-        )
-        entries.append(Entry(label, False, f"looked for {looked}", rel))
+            entries.append(Entry(label, False, detail, rel, command=label, unsure=True))
     return entries
+
+
+def _run_sh_itself(root: Path, make: Makefile, replay_command: str, rel: str) -> Entry:
+    """run.sh is executable, or something the hand-in documents runs it with sh/bash."""
+    if is_executable(root, rel):
+        return Entry("./run.sh", True, "executable", rel, command="./run.sh")
+    callers = [make.text, replay_command]
+    readme = find_file(root, README_NAMES)
+    if readme:
+        callers.append(read_text(root, readme)[0] or "")
+    invoked = re.compile(r"\b(?:ba|z|da)?sh\s+(?:\./)?run\.sh\b")
+    if any(invoked.search(text) for text in callers if text):
+        return Entry(
+            "./run.sh", True, "not executable, but invoked with sh", rel, command="./run.sh"
+        )
+    detail = "run.sh is not executable and nothing runs it with sh/bash"
+    return Entry("./run.sh", False, detail, rel, command="./run.sh")
 
 
 _STUB_EXTS = (".py", ".js", ".mjs", ".cjs", ".ts", ".sh", ".go", ".rb")
@@ -231,21 +232,56 @@ def _code_files(root: Path) -> list[str]:
     return found
 
 
+# A module constant that bounds calls: its name says so, it holds a number, and the code
+# compares against it (`if calls >= MAX_LIVE_CALLS:`, `[ "$n" -ge "$CALL_CEILING" ]`).
+_CAP_CONSTANT = re.compile(
+    r"^(?:export\s+)?([A-Z][A-Z0-9_]*)\s*(?::\s*[\w\[\]]+\s*)?=\s*\(?\d[\d_]*\)?\s*(?:#.*)?$",
+    re.M,
+)
+
+
+_COMPARE = r"(?:[<>]=?|==|-(?:ge|gt|le|lt|eq))"
+
+
+_CAP_WORDS = frozenset(
+    {"CALL", "CALLS", "REQUEST", "REQUESTS", "BUDGET", "CAP", "LIMIT", "QUOTA", "CEILING"}
+)
+
+
+def _cap_constant(text: str) -> tuple[str, int] | None:
+    """(name, line) of a module constant bounding calls that the code compares against."""
+    for match in _CAP_CONSTANT.finditer(text):
+        name = match.group(1)
+        if not _CAP_WORDS & set(name.split("_")):
+            continue
+        ref = rf"(?:\b{name}\b|\$\{{?{name}\}}?)"
+        compared = rf"{_COMPARE}\s*[\"']?{ref}|{ref}[\"']?\s*{_COMPARE}"
+        if re.search(compared, text):
+            return name, text[: match.start()].count("\n") + 1
+    return None
+
+
 def record_cap_entry(root: Path, run_sh: str | None) -> Entry:
     """run-twice: `record` must be capped, by a max-calls bound the reviewer can find."""
     label = "record capped"
     candidates = ([run_sh] if run_sh else []) + [p for p in _code_files(root) if p != run_sh]
-    for rel in candidates:
-        text = read_text(root, rel)[0] or ""
+    texts = [(rel, read_text(root, rel)[0] or "") for rel in candidates]
+    for rel, text in texts:
         hit = _RECORD_CAP.search(text)
         if hit:
             line = text[: hit.start()].count("\n") + 1
             return Entry(label, True, f"a bound on model calls: `{hit.group(0)}`", rel, line)
+    for rel, text in texts:
+        constant = _cap_constant(text)
+        if constant:
+            detail = f"a bound on model calls: `{constant[0]}`, compared against"
+            return Entry(label, True, detail, rel, constant[1])
     return Entry(
         label,
         True,
-        "no max-calls bound found (MAX_CALLS, --max-calls, --limit, a record cap) in run.sh "
-        "or the scripts it runs",
+        "no max-calls bound found (MAX_CALLS, --max-calls, --limit, a record cap, or a "
+        "constant named for calls/requests/budget/cap/limit that the code compares against) "
+        "in run.sh or the scripts of the tree",
         run_sh,
         soft=True,
     )
@@ -298,12 +334,12 @@ def _service_target(root: Path, command: str, make: Makefile) -> str | None:
     """The file or target a start command runs, when it exists in the tree."""
     match = _PYTHON_TARGET.search(command)
     if match:
-        target = _module_file(root, match.group(1)) if match.group(1) else match.group(2)
+        target = module_file(root, match.group(1)) if match.group(1) else match.group(2)
         if target and exists(root, target):
             return target.removeprefix("./")
     served = re.search(r"\b(?:uvicorn|gunicorn|hypercorn)\s+(?:-\S+\s+)*([\w.]+):\w+", command)
     if served:
-        found = _module_file(root, served.group(1))
+        found = module_file(root, served.group(1))
         if found:
             return found
     make_run = re.search(r"\bmake\s+([\w.-]+)", command)
@@ -334,12 +370,14 @@ def runbook_entries(root: Path, make: Makefile) -> list[Entry]:
                 break
         else:
             looked = ", ".join(rel for rel, _ in docs) or "no RUNBOOK.md or README"
+            # A runbook is prose: one that words the step otherwise is an unsure reading.
             entries.append(
                 Entry(
                     label,
                     False,
-                    f"looked for a `{step}` heading or line with a command in {looked}",
+                    f"looked for a `{step}` heading, bold label or line with a command in {looked}",
                     docs[0][0] if docs else None,
+                    unsure=bool(docs),
                 )
             )
     target = _service_target(root, start_command, make) if start_command else None
@@ -397,19 +435,20 @@ def replay_command_entries(root: Path, make: Makefile, command: str) -> list[Ent
             rel = script.removeprefix("./")
             label = f"./{rel}" if head.startswith("./") else f"{head} {script}"
             if rel and exists(root, rel):
-                entries.append(Entry(label, True, "file exists", rel))
+                entries.append(Entry(label, True, "file exists", rel, command=label))
             else:
-                entries.append(Entry(label, False, f"looked for {rel or 'a script'}"))
+                detail = f"looked for {rel or 'a script'}"
+                entries.append(Entry(label, False, detail, command=label))
         elif re.match(r"^python[0-9.]*$", head):
             match = _PYTHON_TARGET.search(" ".join(words))
             if not match:
                 continue
-            target = _module_file(root, match.group(1)) if match.group(1) else match.group(2)
+            target = module_file(root, match.group(1)) if match.group(1) else match.group(2)
             label = " ".join(words[:3])
             if target and exists(root, target):
-                entries.append(Entry(label, True, target, target.removeprefix("./")))
+                rel = target.removeprefix("./")
+                entries.append(Entry(label, True, target, rel, command=label))
             else:
-                entries.append(
-                    Entry(label, False, f"looked for {match.group(1) or match.group(2)}")
-                )
+                detail = f"looked for {match.group(1) or match.group(2)}"
+                entries.append(Entry(label, False, detail, command=label))
     return entries

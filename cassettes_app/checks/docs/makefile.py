@@ -71,6 +71,7 @@ class Makefile:
     phony: dict[str, int] = field(default_factory=dict)
     text: str = ""
     truncated: bool = False
+    includes: bool = False  # it includes other makefiles (`include`, `-include`), not read
 
 
 def read_makefile(root: Path) -> Makefile:
@@ -82,4 +83,5 @@ def read_makefile(root: Path) -> Makefile:
     if text is None:
         return Makefile(None)
     rules, phony = make_targets(text)
-    return Makefile(rel, rules, phony, text, truncated)
+    includes = bool(re.search(r"^\s*-?s?include\s+\S", text, re.M))
+    return Makefile(rel, rules, phony, text, truncated, includes)

@@ -4,6 +4,7 @@ and they agree with the assignment's volatile fields and with the recomputed key
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 from cassettes_app.checks import CheckOutcome, skip
 from cassettes_app.checks.catalog import REPLAY_NOTES
+from cassettes_app.checks.docs.harness import Harness, detect_harness
 from cassettes_app.checks.docs.note_fields import Notes, replay_note_fields
 from cassettes_app.checks.docs.repofiles import find_file, read_text
 from cassettes_app.checks.docs.runbook import README_NAMES, RUNBOOK_NAMES
@@ -82,6 +84,10 @@ def docs_replay_notes(
     """Establish that REPLAY.md (or the runbook) names the normalised request fields and
     that they agree with the assignment's volatile fields and with the recomputed keys.
 
+    A hand-in on a matcher-based library (vcrpy, pytest-recording, nock) has no dropped
+    fields: its notes must say what its harness matches requests on and what it filters,
+    as its own configuration shows (`_harness_notes`); the brief's field list is not asked.
+
     `key_findings` is what `cassettes.keys_match` derived ({"kept": [...], "dropped":
     [...]}, or its per-cassette entries): a field the note calls dropped but the keys keep
     is a fail. The cassette shape requires REPLAY.md; trace and ticket-service notes are
@@ -108,6 +114,9 @@ def docs_replay_notes(
             )
         return skip(REPLAY_NOTES, "no REPLAY.md, runbook or README to read")
 
+    harness = detect_harness(root)
+    if harness.kind:
+        return _harness_notes(root, sources, harness)
     source, notes, truncated = _read_notes(root, sources, replay_md, vocabulary)
     if not notes.dropped:
         if shape == "cassette" or replay_md:
@@ -266,3 +275,63 @@ def _notes_outcome(
             warns + named,
         )
     return CheckOutcome(REPLAY_NOTES, "pass", f"{source} names {listed} as dropped", named)
+
+
+def _names(text: str, name: str) -> bool:
+    """Whether a note names `name` (case-insensitive, as a word; `uri` also as URL)."""
+    words = [name, "url"] if name == "uri" else [name]
+    return any(re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", text, re.I) for w in words)
+
+
+def _harness_notes(root: Path, sources: list[str], harness: Harness) -> CheckOutcome:
+    """pass when the notes say what the harness matches on and name what it filters; warn
+    when they say part of it; fail when they say none of it."""
+    source, text = sources[0], ""
+    for candidate in sources:
+        read = read_text(root, candidate)[0] or ""
+        if re.search(r"\bmatch", read, re.I):
+            source, text = candidate, read
+            break
+        if candidate == sources[0]:
+            text = read
+    matched = [m for m in harness.match_on if _names(text, m.removeprefix("header "))]
+    says_match = bool(re.search(r"\bmatch", text, re.I)) and bool(matched)
+    unnamed = [f for f in harness.filtered if not _names(text, f)]
+    where = f"{harness.path}:{harness.line}" if harness.line else harness.path
+    setup = (
+        f"the {harness.kind} harness ({where}) matches on {', '.join(harness.match_on)}"
+        + (f" and filters {', '.join(harness.filtered)}" if harness.filtered else "")
+        + (f" (hooks: {', '.join(harness.hooks)})" if harness.hooks else "")
+    )
+    evidence: list[dict[str, Any]] = [{"message": setup, "path": harness.path}]
+    if says_match:
+        evidence.append({"message": f"names the matchers {', '.join(matched)}", "path": source})
+    else:
+        evidence.append(
+            {"message": f"{source} does not say what requests are matched on", "path": source}
+        )
+    evidence += [
+        {"message": f"{source} does not name `{name}`, which the harness filters", "path": source}
+        for name in unnamed
+    ]
+    named_filters = [f for f in harness.filtered if f not in unnamed]
+    if says_match and not unnamed:
+        filters = f"; filters {', '.join(named_filters)}" if named_filters else ""
+        summary = (
+            f"{source} says what the {harness.kind} harness matches on "
+            f"({', '.join(matched)}){filters}"
+        )
+        return CheckOutcome(REPLAY_NOTES, "pass", summary, evidence)
+    if says_match or named_filters:
+        missing = ["what requests are matched on"] if not says_match else []
+        missing += [f"`{n}`" for n in unnamed]
+        return CheckOutcome(
+            REPLAY_NOTES, "warn", f"{source} leaves out {', '.join(missing)}", evidence
+        )
+    return CheckOutcome(
+        REPLAY_NOTES,
+        "fail",
+        f"{source} says neither what the {harness.kind} harness matches requests on nor what "
+        "it filters",
+        evidence,
+    )

@@ -70,12 +70,57 @@ def doc_step(lines: list[tuple[int, str, bool]], step: str) -> tuple[int, str] |
             command = _command_in(line, code)
             if command:
                 return number, command
+    # Else a bold label naming the step, as a list item or a line (`- **Start:** ...`,
+    # `* **start** — ...`): a small heading over its own item, code blocks included.
+    hit = _labelled_step(lines, heading_re)
+    if hit:
+        return hit
     # Else a line naming the step beside a command (`make test  # run the suite`).
     for number, line, code in lines:
         if line_re.search(line):
             command = _command_in(line, code)
             if command:
                 return number, command
+    return None
+
+
+_BOLD_LABEL = re.compile(r"^(\s*)(?:(?:[-*+]|\d{1,3}[.)])\s+)?(?:\*\*|__)(.+?)(?:\*\*|__)(.*)$")
+
+
+_ITEM_START = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+")
+
+
+def _labelled_step(
+    lines: list[tuple[int, str, bool]], heading_re: re.Pattern
+) -> tuple[int, str] | None:
+    """(line, command) under a bold label naming the step: the first command-like span of
+    its item (or any span that reads as a command line), else its first code line."""
+    for index, (number, line, code) in enumerate(lines):
+        label = None if code else _BOLD_LABEL.match(line)
+        if not label or not heading_re.search(label.group(2)):
+            continue
+        body = [(number, label.group(3), False)]
+        for later in lines[index + 1 : index + 16]:
+            if not later[2] and (
+                HEADING.match(later[1])
+                or _ITEM_START.match(later[1])
+                or _BOLD_LABEL.match(later[1])
+            ):
+                break
+            body.append(later)
+        for at, text, is_code in body:
+            command = _command_in(text, is_code) or (None if is_code else _loose_span(text))
+            if command:
+                return at, command
+    return None
+
+
+def _loose_span(text: str) -> str | None:
+    """A code span that reads as a command line though it starts with no known program
+    (`.venv/bin/uvicorn svc:app`): it holds a space or a path."""
+    for span in CODE_SPAN.findall(text):
+        if re.search(r"\s|/", span.strip()):
+            return span.strip()
     return None
 
 
