@@ -10,6 +10,7 @@ from unittest import mock
 import pytest
 import yaml
 
+from cassettes_app.checks.catalog import DEPENDENCIES_INSTALLED, REPLAY_CHECKS
 from reviewer.ops.demo import DEMO_DIR
 from submissions.assignments import assignment_apply, assignment_values
 from submissions.checks.replay import (
@@ -454,3 +455,37 @@ def test_demo_run_twice_repos_executable_run_sh_and_their_flaws() -> None:
     assert "timestamp" in kinds and "uuid" in kinds
     probe = flawed["replay.missing_fixture_fails_loudly"]
     assert probe.status == "fail" and probe.evidence[0]["outcome"] == "passes_silently"
+
+
+@pytest.mark.django_db
+def test_a_suite_needing_npm_packages_is_not_run_and_says_why(settings) -> None:
+    """Not judged as if Python (issue 25): no run, every replay check and the dependencies
+    check skip with what the suite needs; a tooling package.json beside a Python suite
+    changes nothing."""
+    settings.SANDBOX_BWRAP = "/nonexistent/bwrap"  # nothing may reach the sandbox
+    files = {
+        "package.json": json.dumps({"devDependencies": {"vitest": "^4.1.12"}}),
+        "test/a.test.ts": "import { it } from 'vitest';\n",
+        "fixtures/a.json": json.dumps({"text": "alpha"}),
+    }
+    values = {**RUN_TWICE, "slug": "ts-test", "replay_command": "npx vitest run"}
+    s, checks = ingest_inline(files, assignment_values(values), candidate="TypeScript")
+    reason = (
+        "not run: the suite needs npm dependencies (package.json) "
+        "and this sandbox installs Python dependencies only"
+    )
+    for cid in REPLAY_CHECKS:
+        assert (checks[cid].status, checks[cid].summary) == ("skip", reason)
+    env = checks[DEPENDENCIES_INSTALLED]
+    assert env.status == "skip"
+    assert env.summary == (
+        "declares npm dependencies (package.json); this sandbox installs Python dependencies only"
+    )
+    assert s.jobs.get(kind=Job.Kind.REPLAY).state == Job.State.PASSED
+    tooling = {
+        **_repo("result = {}"),
+        "package.json": json.dumps({"devDependencies": {"prettier": "^3"}}),
+    }
+    _, checks = ingest_inline(tooling, assignment_values(RUN_TWICE), candidate="Prettier")
+    offline = checks["replay.offline_pass"]  # it went on to the sandbox: runs as before
+    assert offline.status == "error" and "bwrap" in offline.summary
