@@ -212,6 +212,8 @@ def _recipes(tree: Path, targets: list[str], seen: set[str]) -> list[str]:
     order: list[str] = []
     current: list[str] = []
     for line in text.splitlines():
+        if not line.strip():
+            continue  # a blank line inside a recipe does not end it
         if line.startswith("\t"):
             for name in current:
                 rules[name][1].append(line.strip().lstrip("@-+"))

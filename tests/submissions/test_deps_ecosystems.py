@@ -44,7 +44,7 @@ def test_the_command_is_followed_into_make_targets_and_scripts(
         tmp_path,
         {
             "package.json": json.dumps({"devDependencies": {"vitest": "^4.1.12"}}),
-            "Makefile": "lint:\n\tnpx prettier --check .\n\ntest: build\n\t@echo testing\n"
+            "Makefile": "lint:\n\tnpx prettier --check .\n\ntest: build\n\t@echo testing\n\n\t-true\n"
             "build:\n\t$(MAKE) deps\ndeps:\n\tnpm ci\n",
             "run.sh": "#!/bin/sh\nset -e\nnpm test\n",
         },
@@ -69,6 +69,11 @@ def test_a_python_hand_in_with_a_tooling_package_json_runs(tmp_path: Path) -> No
     assert unmet_need(root, "make test && make demo") is None
     assert unmet_need(root, "python -m pytest") is None
     assert unmet_need(root, "make fmt") is not None  # what the tooling target would need
+    assert programs_run(tree(root, {"Makefile": "test:\n\techo a\n\n\tnpm test\n"}), "make") == [
+        "make",
+        "echo",
+        "npm",
+    ]
 
 
 def test_a_go_module_needs_the_go_toolchain_and_its_modules(tmp_path: Path, monkeypatch) -> None:
