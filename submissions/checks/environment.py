@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from cassettes_app.checks import CheckOutcome, counted
+from cassettes_app.checks import CheckOutcome, counted, skip
 from cassettes_app.checks.catalog import DEPENDENCIES_INSTALLED
 from cassettes_app.text import clipped
+from submissions.deps.ecosystems import Unmet
 from submissions.deps.prepare import Prepared
 from submissions.redact import redact_text
 
@@ -79,3 +80,9 @@ def env_dependencies_installed(prepared: Prepared) -> CheckOutcome:
     if prepared.warnings:
         summary += f"; {prepared.warnings[0]}"
     return CheckOutcome(DEPENDENCIES_INSTALLED, "pass", summary, evidence)
+
+
+def env_dependencies_unmet(unmet: Unmet) -> CheckOutcome:
+    """env.dependencies_installed for a suite this sandbox cannot run: never "declares no
+    dependencies" beside a package.json, never a pass; what it declares and what is lacking."""
+    return skip(DEPENDENCIES_INSTALLED, unmet.declared())

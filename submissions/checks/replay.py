@@ -9,12 +9,14 @@ from functools import cached_property
 from cassettes_app.checks import CheckOutcome, counted
 from cassettes_app.checks.catalog import (
     BYTE_IDENTICAL,
+    ENTRYPOINTS,
     MISSING_FIXTURE,
     NO_NETWORK,
     OFFLINE_PASS,
     RECORDINGS_USED,
     REPLAY_CHECKS,
 )
+from cassettes_app.checks.docs.entrypoints import docs_entrypoints_after_replay
 from submissions import sandbox
 from submissions.checks.replay_compare import (
     classify,
@@ -24,6 +26,7 @@ from submissions.checks.replay_compare import (
     network_attempts,
     probe_outcome,
 )
+from submissions.models import CheckResult, Submission
 from submissions.redact import redact_text
 
 _TAIL = 4000
@@ -258,3 +261,19 @@ def replay_missing_fixture_fails_loudly(
 
 def replay_error_outcomes(reason: str, cause: str = "") -> list[CheckOutcome]:
     return [CheckOutcome(cid, "error", reason, cause=cause) for cid in REPLAY_CHECKS]
+
+
+def entrypoints_after_replay(
+    submission: Submission, command: str, run1: Run
+) -> CheckOutcome | None:
+    """docs.entrypoints again once the replay ran: an entrypoint the product itself ran and
+    saw exit 0 is proven present, whatever the static reading guessed. None when nothing
+    changes (run 1 failed, no static outcome stored, or nothing to upgrade)."""
+    if run1.result.exit_code != 0:
+        return None
+    row = CheckResult.objects.filter(submission=submission, check_id=ENTRYPOINTS).first()
+    if row is None:
+        return None
+    static = CheckOutcome(row.check_id, row.status, row.summary, list(row.evidence), row.cause)
+    proven = docs_entrypoints_after_replay(static, [command])
+    return None if proven is static else proven

@@ -16,7 +16,7 @@ import secrets
 from pathlib import Path
 
 from cassettes_app.checks import skip
-from submissions.checks.environment import env_dependencies_installed
+from submissions.checks.environment import env_dependencies_installed, env_dependencies_unmet
 from submissions.checks.service import PROBE_CHECKS, service_checks, service_error_outcomes
 from submissions.checks.service_report import (
     ProbeConfig,
@@ -25,6 +25,7 @@ from submissions.checks.service_report import (
     parse_driver_output,
 )
 from submissions.checks.store import checks_store
+from submissions.deps.ecosystems import unmet_need
 from submissions.deps.prepare import dependencies
 from submissions.intake.trees import submission_tree
 from submissions.jobs.types import JobError, Outcome, Progress
@@ -106,21 +107,28 @@ def probe_run(job: Job, progress: Progress) -> Outcome:
         checks_store(submission, job, [skip(cid, reason) for cid in PROBE_CHECKS])
         return Outcome(Job.State.PASSED, reason)
     config = ProbeConfig.from_assignment(assignment)
+    tree = submission_tree(submission)
+    if unmet := unmet_need(tree, config.command):  # a service in Node, say: not started
+        reason = unmet.reason("the service")
+        skipped = [skip(cid, reason) for cid in PROBE_CHECKS]
+        checks_store(submission, job, [env_dependencies_unmet(unmet), *skipped])
+        return Outcome(Job.State.PASSED, reason)
     try:
-        with sandbox_slot() as slot:
-            tree = submission_tree(submission)
-            with dependencies(tree, slot, lambda label: progress.step(label, 5)) as prepared:
-                env_check = env_dependencies_installed(prepared)
-                if prepared.blocker:
-                    outcomes = [env_check, *service_error_outcomes(prepared.blocker)]
-                    checks_store(submission, job, outcomes)
-                    return Outcome(Job.State.FAILED, prepared.blocker)
-                if prepared.python_refused:  # the setting says: skip, with the reason
-                    skipped = [skip(cid, prepared.python_refused) for cid in PROBE_CHECKS]
-                    checks_store(submission, job, [env_check, *skipped])
-                    return Outcome(Job.State.PASSED, prepared.python_refused)
-                progress.step("start the service", 10)
-                report = probe_in_sandbox(tree, config, slot=slot.with_site(prepared.site))
+        with (
+            sandbox_slot() as slot,
+            dependencies(tree, slot, lambda label: progress.step(label, 5)) as prepared,
+        ):
+            env_check = env_dependencies_installed(prepared)
+            if prepared.blocker:
+                outcomes = [env_check, *service_error_outcomes(prepared.blocker)]
+                checks_store(submission, job, outcomes)
+                return Outcome(Job.State.FAILED, prepared.blocker)
+            if prepared.python_refused:  # the setting says: skip, with the reason
+                skipped = [skip(cid, prepared.python_refused) for cid in PROBE_CHECKS]
+                checks_store(submission, job, [env_check, *skipped])
+                return Outcome(Job.State.PASSED, prepared.python_refused)
+            progress.step("start the service", 10)
+            report = probe_in_sandbox(tree, config, slot=slot.with_site(prepared.site))
     except SandboxUnavailable as exc:
         reason = f"the service probe needs the sandbox: {exc.cause}"
         outcomes = service_error_outcomes(reason, cause=CheckResult.Cause.SANDBOX)

@@ -17,9 +17,10 @@ from cassettes_app.checks import CheckOutcome
 from cassettes_app.checks.catalog import REPLAY_CHECKS
 from cassettes_app.checks.runlog import RUN_LOG, cassettes_model_metadata_from_run_log
 from submissions import sandbox
-from submissions.checks.environment import env_dependencies_installed
+from submissions.checks.environment import env_dependencies_installed, env_dependencies_unmet
 from submissions.checks.replay import (
     Run,
+    entrypoints_after_replay,
     replay_byte_identical,
     replay_error_outcomes,
     replay_missing_fixture_fails_loudly,
@@ -32,6 +33,7 @@ from submissions.checks.replay_compare import (
     network_attempts,
 )
 from submissions.checks.store import checks_store
+from submissions.deps.ecosystems import unmet_need
 from submissions.deps.prepare import dependencies
 from submissions.intake.trees import submission_tree
 from submissions.jobs.types import JobError, Outcome, Progress
@@ -192,22 +194,30 @@ def replay_run(job: Job, progress: Progress) -> Outcome:
     command = submission.assignment.replay_command.strip()
     if not command:
         raise JobError("the assignment has no replay command")
+    progress.step("copy", 5)
+    tree = submission_tree(submission)
+    # A suite needing what the sandbox cannot provide (npm packages, a Go toolchain) is not
+    # run: its failure would be the sandbox's, judged as the hand-in's.
+    if unmet := unmet_need(tree, command):
+        return _blocked(submission, job, env_dependencies_unmet(unmet), "skip", unmet.reason())
     try:
-        with sandbox_slot() as slot:
-            progress.step("copy", 5)
-            tree = submission_tree(submission)
-            with dependencies(tree, slot, _note(progress, 10)) as prepared:
-                env_check = env_dependencies_installed(prepared)
-                if prepared.blocker:
-                    return _blocked(submission, job, env_check, "error", prepared.blocker)
-                if prepared.python_refused:
-                    return _blocked(submission, job, env_check, "skip", prepared.python_refused)
-                slot = slot.with_site(prepared.site)
-                outcomes, run1, run2 = _replay(submission, tree, command, slot, progress)
+        with (
+            sandbox_slot() as slot,
+            dependencies(tree, slot, _note(progress, 10)) as prepared,
+        ):
+            env_check = env_dependencies_installed(prepared)
+            if prepared.blocker:
+                return _blocked(submission, job, env_check, "error", prepared.blocker)
+            if prepared.python_refused:
+                return _blocked(submission, job, env_check, "skip", prepared.python_refused)
+            slot = slot.with_site(prepared.site)
+            outcomes, run1, run2 = _replay(submission, tree, command, slot, progress)
     except SandboxUnavailable as exc:
         reason = f"the replay needs the sandbox: {exc.cause}"
         checks_store(submission, job, replay_error_outcomes(reason, CheckResult.Cause.SANDBOX))
         raise JobError(reason) from exc
+    if proven := entrypoints_after_replay(submission, command, run1):
+        outcomes.append(proven)
     checks_store(submission, job, [env_check, *outcomes])
     run_files_keep(submission=submission, job=job, runs={1: run1.outputs, 2: run2.outputs})
     progress.step("done", 100)

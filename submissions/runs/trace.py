@@ -10,12 +10,12 @@ from pathlib import Path
 
 from django.conf import settings
 
-from cassettes_app.checks import CheckOutcome
+from cassettes_app.checks import CheckOutcome, skip
 from cassettes_app.checks.catalog import IDEMPOTENCY_ENFORCED, LIVE_MATCH
 from cassettes_app.config import DEFAULT_ID_PATTERN
 from cassettes_app.formats import parse_path
 from cassettes_app.parsed import TraceHop
-from submissions.checks.environment import env_dependencies_installed
+from submissions.checks.environment import env_dependencies_installed, env_dependencies_unmet
 from submissions.checks.store import checks_store
 from submissions.checks.trace_live.idempotency import (
     probe_body_from_hops,
@@ -29,6 +29,7 @@ from submissions.checks.trace_live.redrive import (
     trace_live_match_from_redrive,
 )
 from submissions.checks.trace_live.rows import GIVE_UP_AFTER, RowResult
+from submissions.deps.ecosystems import unmet_need
 from submissions.deps.prepare import dependencies
 from submissions.intake.trees import submission_tree
 from submissions.jobs.types import JobError, Outcome, Progress
@@ -123,6 +124,48 @@ def redrive_in_sandbox(
     )
 
 
+def _redrive(
+    submission: Submission,
+    hops: list[TraceHop],
+    path: str,
+    id_pattern: str,
+    progress: Progress,
+    outcomes: list[CheckOutcome],
+) -> CheckOutcome:
+    """trace.live_match from the stub started in the sandbox (env.dependencies_installed is
+    added to `outcomes`); each row keeps its re-drive result."""
+    command = submission.assignment.stub_start_command
+    tree = submission_tree(submission)
+    if unmet := unmet_need(tree, command):  # a stub in Node, say: not started
+        outcomes.append(env_dependencies_unmet(unmet))
+        return skip(LIVE_MATCH, unmet.reason("the stub"))
+    # A sandbox that cannot start ends only this check `error`: the idempotency probe's
+    # outcome, already computed against the live stub, is kept.
+    try:
+        with (
+            sandbox_slot() as slot,
+            dependencies(tree, slot, lambda label: progress.step(label, 70)) as prepared,
+        ):
+            outcomes.append(env_dependencies_installed(prepared))
+            if prepared.blocker:
+                return CheckOutcome(LIVE_MATCH, "error", prepared.blocker)
+            if prepared.python_refused:
+                return CheckOutcome(LIVE_MATCH, "skip", prepared.python_refused)
+            live, rows = redrive_in_sandbox(
+                hops,
+                tree,
+                command,
+                path=path,
+                slot=slot.with_site(prepared.site),
+                id_pattern=id_pattern,
+            )
+    except SandboxUnavailable as exc:
+        summary = f"re-drive needs the sandbox: {exc.cause}"
+        return CheckOutcome(LIVE_MATCH, "error", summary, cause=CheckResult.Cause.SANDBOX)
+    _store_rows(submission, rows, "redrive")
+    return live
+
+
 def trace_run(job: Job, progress: Progress) -> Outcome:
     """Verify the trace: live against the stub URL, else re-driven in the sandbox."""
     submission: Submission = job.submission
@@ -166,32 +209,7 @@ def trace_run(job: Job, progress: Progress) -> Outcome:
         )
     if (live is None or live.status == "error") and assignment.stub_start_command:
         progress.step("re-drive in the sandbox", 70)
-        # A sandbox that cannot start ends only this check `error`: the idempotency probe's
-        # outcome, already computed against the live stub, is kept.
-        try:
-            with sandbox_slot() as slot:
-                tree = submission_tree(submission)
-                with dependencies(tree, slot, lambda label: progress.step(label, 70)) as prepared:
-                    outcomes.append(env_dependencies_installed(prepared))
-                    if prepared.blocker:
-                        live, rows = CheckOutcome(LIVE_MATCH, "error", prepared.blocker), []
-                    elif prepared.python_refused:
-                        live, rows = CheckOutcome(LIVE_MATCH, "skip", prepared.python_refused), []
-                    else:
-                        live, rows = redrive_in_sandbox(
-                            hops,
-                            tree,
-                            assignment.stub_start_command,
-                            path=path,
-                            slot=slot.with_site(prepared.site),
-                            id_pattern=id_pattern,
-                        )
-        except SandboxUnavailable as exc:
-            summary = f"re-drive needs the sandbox: {exc.cause}"
-            live = CheckOutcome(LIVE_MATCH, "error", summary, cause=CheckResult.Cause.SANDBOX)
-            rows = []
-        else:
-            _store_rows(submission, rows, "redrive")
+        live = _redrive(submission, hops, path, id_pattern, progress, outcomes)
     if live is None:
         live = CheckOutcome(
             LIVE_MATCH,

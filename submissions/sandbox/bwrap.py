@@ -36,6 +36,7 @@ from submissions.sandbox.types import (
     SETPRIV,
     SITE_MOUNT,
     SITECUSTOMIZE,
+    SYSTEM_PATH,
     SYSTEM_RUNTIME,
     WORK_MOUNT,
     Bind,
@@ -77,7 +78,7 @@ def _sandbox_env(
     site: Path | None = None,
 ) -> dict[str, str]:
     """Return the whole environment inside the sandbox: the allowlist plus the caller's extras."""
-    path = "/usr/bin:/bin" if runtime == SYSTEM_RUNTIME else f"{runtime}/bin:/usr/bin:/bin"
+    path = SYSTEM_PATH if runtime == SYSTEM_RUNTIME else f"{runtime}/bin:{SYSTEM_PATH}"
     if site is not None:
         # The site's scripts come after the runtime's (a package's own `python3` must not
         # replace the interpreter); its packages are put on sys.path by the hooks'
@@ -448,7 +449,7 @@ def _run_unsandboxed(
         env["PYTHONPATH"] = str(SITECUSTOMIZE.parent)
         env["CR_AUDIT_LOG"] = f"{tmp}/audit/{AUDIT_FILE}"
         if runtime == SYSTEM_RUNTIME or not runtime.exists():
-            env["PATH"] = "/usr/bin:/bin"
+            env["PATH"] = SYSTEM_PATH
         for sub in ("home", "tmp", "audit"):
             os.mkdir(f"{tmp}/{sub}")
         Path(env["CR_AUDIT_LOG"]).touch()

@@ -26,6 +26,10 @@ DEFAULT_RUNTIME = Path("/opt/cassette-review/sandbox-runtime")
 # tests when the real runtime has not been built.
 SYSTEM_RUNTIME = Path("/usr")
 
+# The sandbox's PATH after the runtime's bin: the host's /usr, mounted read-only (/bin is a
+# link to usr/bin inside). What else the sandbox can run is read from it (deps.ecosystems).
+SYSTEM_PATH = "/usr/bin:/bin"
+
 
 SANDBOX_UID_BASE = 64000
 

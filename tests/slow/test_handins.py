@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from cassettes_app.checks.catalog import REPLAY_CHECKS
+from cassettes_app.checks.catalog import (
+    DEPENDENCIES_INSTALLED,
+    MODEL_METADATA,
+    NO_SECRETS,
+    PRUNED,
+    REPLAY_CHECKS,
+)
 from submissions.assignments import assignment_values
-from submissions.models import CheckResult
+from submissions.models import CheckResult, Recording
 from tests.conftest import ingest_inline
 from tests.paths import ROOT
 
@@ -113,3 +119,35 @@ def test_a_retry_storm_that_outlasts_the_probe_is_not_blamed_on_caching(settings
     assert caches.summary.startswith("not judged: the probe ran out of time after")
     degrade = checks["service.degrades_gracefully"]
     assert degrade.status == "fail" and "no answer after" in degrade.summary
+
+
+def test_a_typescript_suite_is_not_judged_as_if_python() -> None:
+    """vitest and nock are npm dependencies the sandbox never installs: the replay is not
+    run, each replay check and env.dependencies_installed says why, and the recordings
+    are still read and checked statically (issue 25)."""
+    assignment = {
+        "slug": "handin-ts",
+        "title": "Cassette task in TypeScript (hand-in tests)",
+        "shape": "cassette",
+        "replay_command": "npm test",
+        "graded_outputs": [],
+        "recordings": ["recordings/*.json"],
+        "expected_model": "gpt-4o-mini-2024-07-18",
+    }
+    checks = judge("ts-nock-vitest", assignment)
+    needs = "npm dependencies (package.json, package-lock.json)"
+    for cid in REPLAY_CHECKS:
+        assert checks[cid].status == "skip", (cid, checks[cid].summary)
+        assert checks[cid].summary == (
+            f"not run: the suite needs {needs} and this sandbox installs Python dependencies only"
+        )
+    env = checks[DEPENDENCIES_INSTALLED]
+    assert env.status == "skip"
+    assert env.summary == f"declares {needs}; this sandbox installs Python dependencies only"
+    # The recordings were still parsed and checked statically: nock's format, both turns.
+    recording = Recording.objects.get(submission=checks[NO_SECRETS].submission)
+    assert (recording.path, recording.format) == ("recordings/triage.json", "nock")
+    assert recording.interactions.count() == 2
+    assert checks[NO_SECRETS].status == "pass", checks[NO_SECRETS].summary
+    for cid in (MODEL_METADATA, PRUNED):
+        assert checks[cid].status not in ("skip", "error"), (cid, checks[cid].summary)

@@ -10,6 +10,7 @@ from unittest import mock
 import pytest
 import yaml
 
+from cassettes_app.checks.catalog import DEPENDENCIES_INSTALLED, REPLAY_CHECKS
 from reviewer.ops.demo import DEMO_DIR
 from submissions.assignments import assignment_apply, assignment_values
 from submissions.checks.replay import (
@@ -454,3 +455,65 @@ def test_demo_run_twice_repos_executable_run_sh_and_their_flaws() -> None:
     assert "timestamp" in kinds and "uuid" in kinds
     probe = flawed["replay.missing_fixture_fails_loudly"]
     assert probe.status == "fail" and probe.evidence[0]["outcome"] == "passes_silently"
+
+
+@pytest.mark.django_db
+def test_a_suite_needing_npm_packages_is_not_run_and_says_why(settings) -> None:
+    """Not judged as if Python (issue 25): no run, every replay check and the dependencies
+    check skip with what the suite needs; a tooling package.json beside a Python suite
+    changes nothing."""
+    settings.SANDBOX_BWRAP = "/nonexistent/bwrap"  # nothing may reach the sandbox
+    files = {
+        "package.json": json.dumps({"devDependencies": {"vitest": "^4.1.12"}}),
+        "test/a.test.ts": "import { it } from 'vitest';\n",
+        "fixtures/a.json": json.dumps({"text": "alpha"}),
+    }
+    values = {**RUN_TWICE, "slug": "ts-test", "replay_command": "npx vitest run"}
+    s, checks = ingest_inline(files, assignment_values(values), candidate="TypeScript")
+    reason = (
+        "not run: the suite needs npm dependencies (package.json) "
+        "and this sandbox installs Python dependencies only"
+    )
+    for cid in REPLAY_CHECKS:
+        assert (checks[cid].status, checks[cid].summary) == ("skip", reason)
+    env = checks[DEPENDENCIES_INSTALLED]
+    assert env.status == "skip"
+    assert env.summary == (
+        "declares npm dependencies (package.json); this sandbox installs Python dependencies only"
+    )
+    assert s.jobs.get(kind=Job.Kind.REPLAY).state == Job.State.PASSED
+    tooling = {
+        **_repo("result = {}"),
+        "package.json": json.dumps({"devDependencies": {"prettier": "^3"}}),
+    }
+    _, checks = ingest_inline(tooling, assignment_values(RUN_TWICE), candidate="Prettier")
+    offline = checks["replay.offline_pass"]  # it went on to the sandbox: runs as before
+    assert offline.status == "error" and "bwrap" in offline.summary
+
+
+@pytest.mark.django_db
+def test_an_entrypoint_the_replay_ran_is_proven_present(tmp_path, assignment, candidate) -> None:
+    """docs.entrypoints read `./run.sh replay` as unsure (run.sh hands its arguments to a
+    program it cannot read); the replay ran that command and saw exit 0, so it is found."""
+    import dataclasses
+
+    from cassettes_app.checks.docs.entrypoints import docs_entrypoints
+    from submissions.checks.replay import entrypoints_after_replay
+    from submissions.checks.store import checks_store
+    from submissions.models import Submission
+
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "run.sh").write_text('#!/bin/sh\nexec node cli.mjs "$@"\n')
+    (root / "run.sh").chmod(0o755)
+    static = docs_entrypoints(root, "run-twice", "./run.sh replay")
+    assert static.status == "warn"
+    submission = Submission.objects.create(
+        candidate=candidate, assignment=assignment, archive="x.zip", archive_sha256="0" * 64
+    )
+    checks_store(submission, None, [static])
+    ran = _run("run 1", [])
+    proven = entrypoints_after_replay(submission, "./run.sh replay", ran)
+    assert proven is not None and "the replay ran `./run.sh replay`" in str(proven.evidence)
+    failed = dataclasses.replace(ran, result=dataclasses.replace(ran.result, exit_code=1))
+    assert entrypoints_after_replay(submission, "./run.sh replay", failed) is None

@@ -568,3 +568,25 @@ def test_no_probe_is_queued_without_a_service_start_command() -> None:
         ).submission
         jobs_run_inline(submission=s)
     assert not s.jobs.filter(kind=Job.Kind.PROBE).exists()
+
+
+@pytest.mark.django_db
+def test_a_service_in_node_with_npm_dependencies_is_not_started(settings) -> None:
+    """The sandbox never installs npm packages: the probe skips, saying so (issue 25)."""
+    settings.SANDBOX_BWRAP = "/nonexistent/bwrap"  # nothing may reach the sandbox
+    files = {
+        "server.js": "import express from 'express';\n",
+        "package.json": json.dumps({"type": "module", "dependencies": {"express": "^5.1.0"}}),
+        "ledger.jsonl": COMMITTED_LEDGER,
+    }
+    values = {**VALUES, "slug": "svc-node", "service_start_command": "node server.js"}
+    job, checks = _ingest(files, assignment_values(values))
+    assert job.state == Job.State.PASSED, job.error
+    reason = (
+        "not run: the service needs npm dependencies (package.json) "
+        "and this sandbox installs Python dependencies only"
+    )
+    for cid in ("service.starts", "service.schema_valid", "service.degrades_gracefully"):
+        assert (checks[cid].status, checks[cid].summary) == ("skip", reason)
+    env = checks["env.dependencies_installed"]
+    assert env.status == "skip" and env.summary.startswith("declares npm dependencies")

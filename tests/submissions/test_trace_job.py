@@ -188,3 +188,26 @@ def test_a_sandbox_that_fails_to_start_keeps_the_idempotency_outcome(settings, m
     job = s.jobs.get(kind=Job.Kind.TRACE)
     assert job.state == Job.State.ERROR
     assert "internal error" not in job.error
+
+
+@pytest.mark.django_db
+def test_a_stub_in_node_with_npm_dependencies_is_not_re_driven(settings) -> None:
+    """The sandbox never installs npm packages: the re-drive skips, saying so (issue 25)."""
+    settings.SANDBOX_BWRAP = "/nonexistent/bwrap"  # nothing may reach the sandbox
+    files = {
+        p.relative_to(REPOS / "shop-trace-good").as_posix(): p.read_bytes()
+        for p in (REPOS / "shop-trace-good").rglob("*")
+        if p.is_file()
+    }
+    files["stub.js"] = b"import express from 'express';\n"
+    files["package.json"] = b'{"dependencies": {"express": "^5.1.0"}}'
+    files["package-lock.json"] = b"{}"
+    s, checks = ingest_inline(files, _values(stub_start_command="npm start"), candidate="Node stub")
+    live = checks["trace.live_match"]
+    assert live.status == "skip"
+    assert live.summary == (
+        "not run: the stub needs npm dependencies (package.json, package-lock.json) "
+        "and this sandbox installs Python dependencies only"
+    )
+    assert checks["env.dependencies_installed"].status == "skip"
+    assert s.jobs.get(kind=Job.Kind.TRACE).state == Job.State.PASSED
