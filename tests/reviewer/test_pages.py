@@ -440,3 +440,26 @@ def test_home_counts_every_submission_a_reviewer_may_see(client, reviewer, assig
     row = next(r for r in html.split("<tr>") if assignment.slug in r)
     cells = _re.findall(r"<td>(\d+)</td>", row)
     assert cells == ["2", "3", str(visible.filter(status__in=["received", "processing"]).count())]
+
+
+def test_code_locations_in_a_summary_link_to_the_line(client, reviewer, assignment) -> None:
+    """'from triager/llm.py:24' opens the hand-in's file at line 24; a location the hand-in
+    does not hold stays text, and the rest of the summary stays escaped."""
+    from submissions.jobs.inline import jobs_run_inline
+    from submissions.models import Candidate, CheckResult
+
+    files = {"triager/llm.py": "\n".join(f"line {i}" for i in range(1, 30)), "README.md": "x"}
+    s = _submission_for(reviewer, assignment, Candidate.objects.create(name="Lo"), make_zip(files))
+    jobs_run_inline(submission=s)
+    CheckResult.objects.create(
+        submission=s,
+        check_id="replay.no_network_attempts",
+        status="fail",
+        summary="1 resolve attempt from triager/llm.py:24 and gone.py:3 <script>x</script>",
+    )
+    client.force_login(reviewer)
+    page = client.get(s.get_absolute_url()).content.decode()
+    url = reverse("submission_file", args=[s.pk])
+    assert f'<a href="{url}?path=triager/llm.py&amp;line=24#L24">triager/llm.py:24</a>' in page
+    assert "gone.py:3 &lt;script&gt;" in page and "<script>x" not in page
+    assert client.get(f"{url}?path=triager/llm.py&line=24").status_code == 200
