@@ -391,7 +391,7 @@ def _ledger_outcome(findings: _LedgerFindings) -> CheckOutcome:
     return CheckOutcome(
         CHECK_ID,
         "pass",
-        f"{tally}; at most {longest} attempts per input, every fallback has a reason and "
-        "needs_human",
+        f"{tally}; at most {counted(longest, 'attempt')} per input, every fallback has a "
+        "reason and needs_human",
         notes,
     )

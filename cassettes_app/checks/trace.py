@@ -821,7 +821,8 @@ def trace_idempotency_keys_logged(hops: Sequence[TraceHop], path: str) -> CheckO
         return CheckOutcome(
             IDEMPOTENCY_KEYS_LOGGED,
             "fail",
-            f"{len(missing)} of {writes} stub writes carry no Idempotency-Key (lines {lines})",
+            f"{len(missing)} of {writes} stub writes carry no Idempotency-Key "
+            f"({'line' if len(missing) == 1 else 'lines'} {lines})",
             [
                 {
                     "message": f"line {hop.line}: {_where(hop)} (status {hop.status}) has no "

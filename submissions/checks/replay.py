@@ -254,9 +254,16 @@ def replay_missing_fixture_fails_loudly(
     worst = max(judged, key=rank.__getitem__)
     evidence.sort(key=lambda e: -rank[e["outcome"]])
     status = {"fails_loudly": "pass", "fails_unclearly": "warn"}.get(worst, "fail")
-    return CheckOutcome(
-        cid, status, f"with a recording removed the run {worst.replace('_', ' ')}", evidence
-    )
+    return CheckOutcome(cid, status, f"with a recording removed the run {_SAID[worst]}", evidence)
+
+
+# What a run with a recording removed did, as the end of "with a recording removed the run …".
+_SAID = {
+    "fails_loudly": "fails loudly, naming what is missing",
+    "fails_unclearly": "fails without naming what is missing",
+    "passes_silently": "passes silently",
+    "network_fallback": "falls back to the network",
+}
 
 
 def replay_error_outcomes(reason: str, cause: str = "") -> list[CheckOutcome]:

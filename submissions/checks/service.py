@@ -119,14 +119,18 @@ def service_schema_valid(
     notes = []
     for ex in exchanges:
         if not ex.answered:
-            bad.append(ex.evidence(f"{ex.who}: no answer: {ex.error}"))
+            bad.append(ex.evidence(f"{ex.who}: the service gave no answer: {ex.error}"))
             continue
         if _fair_rejection(ex):
             notes.append(f"the {ex.line.label} line was refused with {ex.status}")
-            good.append(ex.evidence(f"{ex.who}: refused with {ex.status} and a JSON error (fair)"))
+            good.append(
+                ex.evidence(
+                    f"{ex.who}: the service refused it with {ex.status} and a JSON error (fair)"
+                )
+            )
             continue
         if not 200 <= (ex.status or 0) < 300:
-            bad.append(ex.evidence(f"{ex.who}: answered {ex.status}, not a ticket"))
+            bad.append(ex.evidence(f"{ex.who}: the service answered {ex.status}, not a ticket"))
             continue
         ok, value = ex.data()
         if not ok:

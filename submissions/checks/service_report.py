@@ -188,7 +188,7 @@ class Exchange:
     def who(self) -> str:
         """The line as messages name it: its label, an excerpt, and which of the two sends."""
         nth = "first request" if self.repeat == 1 else "repeat"
-        return f"{self.line.label} line {excerpt(self.line.text)!r} ({nth})"
+        return f"the {self.line.label} log line {excerpt(self.line.text)!r} ({nth})"
 
     def evidence(self, message: str, **extra: Any) -> dict[str, Any]:
         item: dict[str, Any] = {

@@ -63,6 +63,8 @@ def test_one_retry_then_fallback_passes() -> None:
     assert outcome.status == "pass", outcome.evidence
     assert "3 model calls, 1 cache hit, 1 fallback" in outcome.summary
     assert "at most 2 attempts" in outcome.summary
+    one = ledger({"event": "model_call", "input": "a", "attempt": 1, "reason": "ok"})
+    assert "at most 1 attempt per input" in ledger_consistent(one, PATH).summary
 
 
 def test_retry_storm_by_attempt_field_fails() -> None:

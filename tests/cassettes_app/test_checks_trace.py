@@ -426,6 +426,8 @@ def test_idempotency_key_missing_fails_naming_lines() -> None:
     assert outcome.status == "fail"
     assert "(lines 2, 4)" in outcome.summary
     assert [item["line"] for item in outcome.evidence] == [2, 4]
+    hops.pop()
+    assert "carry no Idempotency-Key (line 2)" in trace_idempotency_keys_logged(hops, PATH).summary
 
 
 def test_idempotency_skips_without_writes() -> None:

@@ -517,3 +517,22 @@ def test_an_entrypoint_the_replay_ran_is_proven_present(tmp_path, assignment, ca
     assert proven is not None and "the replay ran `./run.sh replay`" in str(proven.evidence)
     failed = dataclasses.replace(ran, result=dataclasses.replace(ran.result, exit_code=1))
     assert entrypoints_after_replay(submission, "./run.sh replay", failed) is None
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "attempt", "said"),
+    [
+        (1, False, "fails without naming what is missing"),
+        (0, False, "passes silently"),
+        (0, True, "falls back to the network"),
+    ],
+)
+def test_the_missing_recording_summary_is_a_sentence(exit_code, attempt, said) -> None:
+    """It once read 'with a recording removed the run network fallback'."""
+    hop = {"event": "socket.connect", "address": "('api.openai.com', 443)", "caller": "a.py:1"}
+    probe = _run("probe", [hop] if attempt else [])
+    probe.result.exit_code = exit_code
+    outcome = replay_missing_fixture_fails_loudly(
+        [("cassettes/a.json", None, probe)], _run("r", [])
+    )
+    assert outcome.summary == f"with a recording removed the run {said}"

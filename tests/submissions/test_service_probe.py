@@ -173,7 +173,7 @@ def test_degrades_names_the_line_and_shows_the_exchange() -> None:
         [_ex(body=_ticket(first_seen="2026-11-29T10:00:00Z")), _ex(repeat=2)]
     )
     assert outcome.status == "fail"
-    assert "no timestamp line 'worker-3 ERROR" in outcome.summary
+    assert "no timestamp log line 'worker-3 ERROR" in outcome.summary
     first = outcome.evidence[0]
     assert first["status"] == 200 and "2026-11-29" in first["response"]
     assert first["request"].startswith("POST /extract")
