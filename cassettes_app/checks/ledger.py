@@ -204,6 +204,7 @@ def _retry_runs(
     runs: list[_Run] = []
     fails: list[dict[str, Any]] = []
     previous_key: object = object()  # the input of the previous entry, for "consecutive"
+    run: _Run | None
     for entry, kind in classified:
         data = entry.data
         key = _scalar(data.get(input_field)) if input_field else None

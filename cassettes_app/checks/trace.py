@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from cassettes_app.checks import CheckOutcome, counted, skip
 from cassettes_app.checks.catalog import (
@@ -80,7 +80,7 @@ def _short(value: Any, limit: int = _SHOW) -> str:
 _PLAIN = json.JSONEncoder(ensure_ascii=False, default=str)
 
 
-def _real_status(status: Any) -> bool:
+def _real_status(status: Any) -> TypeGuard[int]:
     return isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599
 
 
@@ -199,7 +199,7 @@ def _model_output(index: int, hop: TraceHop) -> tuple[str, list[_Call]]:
     if message is None:
         return "", []
     calls = [
-        _Call(index, hop.line, c.id, c.name, c.arguments, c.arguments_raw, c.arguments_valid)
+        _Call(index, hop.line, c.id, c.name or "", c.arguments, c.arguments_raw, c.arguments_valid)
         for c in message.tool_calls
     ]
     return message.text or "", calls

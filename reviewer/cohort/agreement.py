@@ -245,7 +245,9 @@ def ordinal_weights(q: int) -> np.ndarray:
     return 1 - m / m.max() if q > 1 else np.ones((1, 1))
 
 
-def _ac2_parts(counts: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
+def _ac2_parts(
+    counts: np.ndarray, weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per unit: its share of agreement (0 with fewer than two ratings), whether it has two
     or more ratings, and its category shares; AC2 of any resample is built from these."""
     import numpy as np

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from cassettes_app.checks import CheckOutcome, counted, skip
+from typing import Any
+
+from cassettes_app.checks import CheckOutcome, Status, counted, skip
 from cassettes_app.checks.catalog import DEPENDENCIES_INSTALLED
 from cassettes_app.text import clipped
 from submissions.deps.ecosystems import Unmet
@@ -12,9 +14,9 @@ from submissions.redact import redact_text
 _SHOWN = 12  # packages named in the summary's evidence before "and N more"
 
 
-def _declared_evidence(prepared: Prepared) -> list[dict]:
+def _declared_evidence(prepared: Prepared) -> list[dict[str, Any]]:
     declared = prepared.declared
-    items: list[dict] = []
+    items: list[dict[str, Any]] = []
     if declared.source:
         items.append(
             {
@@ -28,7 +30,7 @@ def _declared_evidence(prepared: Prepared) -> list[dict]:
         ignored = ", ".join(declared.ignored)
         items.append({"message": f"also present, less trusted, not read: {ignored}"})
     for refusal in declared.refused[:20]:
-        item = {"message": refusal.message, "path": refusal.path}
+        item: dict[str, Any] = {"message": refusal.message, "path": refusal.path}
         if refusal.line:
             item["line"] = refusal.line
         items.append(item)
@@ -36,7 +38,7 @@ def _declared_evidence(prepared: Prepared) -> list[dict]:
     return items
 
 
-def _installed_evidence(prepared: Prepared) -> list[dict]:
+def _installed_evidence(prepared: Prepared) -> list[dict[str, Any]]:
     env = prepared.env
     if env is None:
         return []
@@ -65,7 +67,7 @@ def env_dependencies_installed(prepared: Prepared) -> CheckOutcome:
     if prepared.state in ("failed", "error"):
         cause = redact_text(prepared.cause)
         evidence.append({"message": f"{prepared.stage}: {cause}", "output": clipped(cause, 4000)})
-        status = "fail" if prepared.state == "failed" else "error"
+        status: Status = "fail" if prepared.state == "failed" else "error"
         summary = clipped(f"{prepared.stage}: {cause}", 300)
         return CheckOutcome(DEPENDENCIES_INSTALLED, status, summary, evidence)
     if prepared.env is None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, Literal, cast
 
-from cassettes_app.checks import CheckOutcome, counted
+from cassettes_app.checks import CheckOutcome, Status, counted
 from cassettes_app.checks.catalog import (
     BYTE_IDENTICAL,
     ENTRYPOINTS,
@@ -53,7 +54,7 @@ class Run:
         return self.output_text[-_TAIL:]
 
 
-def suite_blocker(run: Run) -> tuple[str, str] | None:
+def suite_blocker(run: Run) -> tuple[Literal["error", "skip"], str] | None:
     """Why a run cannot stand as evidence for the checks that build on it, or None.
 
     ("error", why) when the suite could not run at all (the checks could not be judged),
@@ -75,7 +76,10 @@ def suite_blocker(run: Run) -> tuple[str, str] | None:
 def replay_offline_pass(run: Run) -> CheckOutcome:
     """replay.offline_pass: the replay command exits 0 in the sandbox, network off."""
     r = run.result
-    evidence = [{"message": "output (tail)", "output": run.tail()}, sandbox_evidence(r)]
+    evidence: list[dict[str, Any]] = [
+        {"message": "output (tail)", "output": run.tail()},
+        sandbox_evidence(r),
+    ]
     if r.exit_code == 0:
         return CheckOutcome(OFFLINE_PASS, "pass", f"exit 0 in {r.duration_s:.1f} s", evidence)
     module = missing_module(run.output_text)
@@ -97,7 +101,7 @@ def replay_offline_pass(run: Run) -> CheckOutcome:
     return CheckOutcome(OFFLINE_PASS, "fail", f"exit {r.exit_code}{why}", evidence)
 
 
-def sandbox_evidence(r: sandbox.RunResult) -> dict[str, object]:
+def sandbox_evidence(r: sandbox.RunResult) -> dict[str, Any]:
     return {
         "message": "sandbox" if r.sandboxed else "NOT SANDBOXED (development setting)",
         "limits": r.limits,
@@ -253,8 +257,13 @@ def replay_missing_fixture_fails_loudly(
     judged = [o for o in outcomes if o != "passes_silently"] or outcomes
     worst = max(judged, key=rank.__getitem__)
     evidence.sort(key=lambda e: -rank[e["outcome"]])
-    status = {"fails_loudly": "pass", "fails_unclearly": "warn"}.get(worst, "fail")
-    return CheckOutcome(cid, status, f"with a recording removed the run {_SAID[worst]}", evidence)
+    verdicts: dict[str, Status] = {"fails_loudly": "pass", "fails_unclearly": "warn"}
+    return CheckOutcome(
+        cid,
+        verdicts.get(worst, "fail"),
+        f"with a recording removed the run {_SAID[worst]}",
+        evidence,
+    )
 
 
 # What a run with a recording removed did, as the end of "with a recording removed the run …".
@@ -281,6 +290,8 @@ def entrypoints_after_replay(
     row = CheckResult.objects.filter(submission=submission, check_id=ENTRYPOINTS).first()
     if row is None:
         return None
-    static = CheckOutcome(row.check_id, row.status, row.summary, list(row.evidence), row.cause)
+    # The status column's choices are exactly the Status values.
+    status = cast(Status, row.status)
+    static = CheckOutcome(row.check_id, status, row.summary, list(row.evidence), row.cause)
     proven = docs_entrypoints_after_replay(static, [command])
     return None if proven is static else proven

@@ -123,7 +123,7 @@ class ProbeConfig:
 def build_requests(config: ProbeConfig) -> list[dict[str, Any]]:
     """Each line twice in a row (the repeat must come from the cache), as the driver sends them."""
     base = f"http://127.0.0.1:{config.port}{config.path}"
-    out = []
+    out: list[dict[str, Any]] = []
     for line in config.lines:
         for repeat in (1, 2):
             if config.method in ("GET", "HEAD", "DELETE"):

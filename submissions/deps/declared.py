@@ -23,7 +23,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, cast
 
 from packaging.markers import (
     InvalidMarker,
@@ -264,7 +264,11 @@ def _marker_holds(marker: Any, env: dict[str, str], groups: frozenset[str] = fro
         return True
     try:
         if groups:
-            lock_env = {**env, "extras": frozenset(), "dependency_groups": groups}
+            lock_env: dict[str, str | frozenset[str]] = {
+                **env,
+                "extras": frozenset(),
+                "dependency_groups": groups,
+            }
             return Marker(marker).evaluate(lock_env, context="lock_file")
         return Marker(marker).evaluate({**env, "extra": ""})
     except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
@@ -355,7 +359,7 @@ def _poetry_needed(
     is walked from the project's own dependencies (every name its pyproject lists, and any
     entry nothing else depends on) along the edges whose markers hold here."""
     here = [p for p in packages if _python_holds(p.get("python-versions"), env)]
-    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    metadata = _table(data, "metadata")
     version = re.match(r"^(\d+)\.(\d+)", str(metadata.get("lock-version", "")))
     if (version and (int(version[1]), int(version[2])) >= (2, 1)) or any(
         "markers" in p for p in packages
@@ -408,7 +412,7 @@ def _poetry_edges(
                 else ()
             )
             out.append((_norm(str(name)), more))
-    table = package.get("extras") if isinstance(package.get("extras"), dict) else {}
+    table = _table(package, "extras")
     for extra in extras:
         for item in table.get(extra) or []:
             if not isinstance(item, str):
@@ -424,7 +428,7 @@ def _pyproject_names(pyproject: dict[str, Any]) -> set[str]:
     """Every package name a pyproject lists (PEP 621, dependency groups, Poetry's tables),
     whatever its marker: the roots of an old poetry.lock's graph."""
     names: set[str] = set()
-    project = pyproject.get("project") if isinstance(pyproject.get("project"), dict) else {}
+    project = _table(pyproject, "project")
     lists: list[Any] = [project.get("dependencies")]
     for table in (project.get("optional-dependencies"), pyproject.get("dependency-groups")):
         lists += list(table.values()) if isinstance(table, dict) else []
@@ -437,10 +441,10 @@ def _pyproject_names(pyproject: dict[str, Any]) -> set[str]:
             )
             if name:
                 names.add(_norm(name[1]))
-    tool = pyproject.get("tool") if isinstance(pyproject.get("tool"), dict) else {}
-    poetry = tool.get("poetry") if isinstance(tool.get("poetry"), dict) else {}
+    tool = _table(pyproject, "tool")
+    poetry = _table(tool, "poetry")
     tables = [poetry.get("dependencies"), poetry.get("dev-dependencies")]
-    groups = poetry.get("group") if isinstance(poetry.get("group"), dict) else {}
+    groups = _table(poetry, "group")
     tables += [g.get("dependencies") for g in groups.values() if isinstance(g, dict)]
     for table in tables:
         names |= (
@@ -474,14 +478,15 @@ def _from_pylock(data: dict[str, Any], out: Declared, path: str, env: dict[str, 
             _index_requirement(f"{package['name']}=={package['version']}", path, None, out)
 
 
-def _project_table(pyproject: dict[str, Any]) -> dict[str, Any]:
-    """pyproject.toml's [project] table; empty when it is missing or not a table."""
-    table = pyproject.get("project")
+def _table(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """`parent[key]` when it is a table (pyproject's [project], a lock's metadata); empty
+    when it is missing or not a table."""
+    table = parent.get(key)
     return table if isinstance(table, dict) else {}
 
 
 def _from_pyproject(data: dict[str, Any], out: Declared, path: str) -> None:
-    project = _project_table(data)
+    project = _table(data, "project")
     lists: list[Any] = [project.get("dependencies") or []]
     extras = project.get("optional-dependencies") or {}
     groups = data.get("dependency-groups") or {}
@@ -535,7 +540,8 @@ def declared_dependencies(root: Path, marker_env: dict[str, str] | None = None) 
     lock's entries its own installer would put here: uv's, Poetry's, pylock.toml's and
     Pipfile.lock's markers and Python ranges are evaluated for it."""
     root = Path(root)
-    env = dict(marker_env or default_environment())
+    # packaging's Environment is a TypedDict whose every field is a str.
+    env = dict(marker_env or cast("dict[str, str]", default_environment()))
     out = Declared()
     present = [name for name in LOCKS if (root / name).is_file()]
     requirement_files = sorted(
@@ -545,8 +551,8 @@ def declared_dependencies(root: Path, marker_env: dict[str, str] | None = None) 
     )
     pyproject = _toml(root, "pyproject.toml") if (root / "pyproject.toml").is_file() else None
     has_pyproject_deps = pyproject is not None and bool(
-        _project_table(pyproject).get("dependencies")
-        or _project_table(pyproject).get("optional-dependencies")
+        _table(pyproject, "project").get("dependencies")
+        or _table(pyproject, "project").get("optional-dependencies")
         or pyproject.get("dependency-groups")
     )
     sources = present + (["requirements"] if requirement_files else [])

@@ -8,12 +8,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path, PurePosixPath
+from typing import TypedDict
 
 from django.conf import settings
 
-from cassettes_app.checks import CheckOutcome
+from cassettes_app.checks import CheckOutcome, Status
 from cassettes_app.checks.catalog import REPLAY_CHECKS
 from cassettes_app.checks.runlog import RUN_LOG, cassettes_model_metadata_from_run_log
 from submissions import sandbox
@@ -142,7 +143,9 @@ def _nest(workspace: Path, subdir: str, uid: int) -> None:
         os.rename(workspace / name, target / name)
 
 
-def choose_probes(used: set[str], count: int, *, preferred: set[str] = frozenset()) -> list[str]:
+def choose_probes(
+    used: set[str], count: int, *, preferred: Collection[str] = frozenset()
+) -> list[str]:
     """A deterministic choice of used recordings to remove: preferred ones first, then by hash."""
     ranked = sorted(
         used, key=lambda p: (p not in preferred, hashlib.sha256(p.encode()).hexdigest())
@@ -179,7 +182,7 @@ def _note(progress: Progress, percent: int) -> Callable[[str], None]:
 
 
 def _blocked(
-    submission: Submission, job: Job, env_check: CheckOutcome, status: str, reason: str
+    submission: Submission, job: Job, env_check: CheckOutcome, status: Status, reason: str
 ) -> Outcome:
     """The suite cannot be judged in this environment: every replay check says why."""
     outcomes = [env_check] + [CheckOutcome(cid, status, reason) for cid in REPLAY_CHECKS]
@@ -226,6 +229,14 @@ def replay_run(job: Job, progress: Progress) -> Outcome:
     return Outcome(state, f"replay checks written; failing: {', '.join(failing) or 'none'}")
 
 
+class _Shared(TypedDict):
+    """What every run of one replay shares (keywords of `_run`)."""
+
+    slot: Slot
+    outputs: list[str]
+    watch: list[str]
+
+
 def _replay(
     submission: Submission, tree: Path, command: str, slot: Slot, progress: Progress
 ) -> tuple[list[CheckOutcome], Run, Run]:
@@ -242,7 +253,7 @@ def _replay(
     # run-twice keeps the model id in a separate run log: read back, never compared.
     run_log = [RUN_LOG] if assignment.shape == "run-twice" else []
     reads = outputs + [p for p in run_log if p not in outputs]
-    common = {"slot": slot, "outputs": reads, "watch": watch}
+    common: _Shared = {"slot": slot, "outputs": reads, "watch": watch}
     progress.step("run 1", 15)
     run1 = _run("run 1", tree, command, env=RUN1_ENV, **common)
     progress.log(f"run 1: exit {run1.result.exit_code} in {run1.result.duration_s:.1f} s")

@@ -83,9 +83,12 @@ def compare_pair(original_root: Path, rerecord_root: Path, pairing: Pairing) -> 
 
 def rerecord_run(job: Job, progress: Progress) -> Outcome:
     """Pair the re-record's files with the submission's and store each pair's comparison."""
-    rerecord = Rerecord.objects.filter(
-        pk=(job.params or {}).get("rerecord"), submission=job.submission
-    ).first()
+    rerecord_pk = (job.params or {}).get("rerecord")
+    rerecord = (
+        Rerecord.objects.filter(pk=rerecord_pk, submission=job.submission).first()
+        if rerecord_pk is not None
+        else None
+    )
     if rerecord is None:
         raise JobError("the re-record this job compares no longer exists")
     try:

@@ -443,11 +443,11 @@ def replay_command_entries(root: Path, make: Makefile, command: str) -> list[Ent
             match = _PYTHON_TARGET.search(" ".join(words))
             if not match:
                 continue
-            target = module_file(root, match.group(1)) if match.group(1) else match.group(2)
+            runs = module_file(root, match.group(1)) if match.group(1) else match.group(2)
             label = " ".join(words[:3])
-            if target and exists(root, target):
-                rel = target.removeprefix("./")
-                entries.append(Entry(label, True, target, rel, command=label))
+            if runs and exists(root, runs):
+                rel = runs.removeprefix("./")
+                entries.append(Entry(label, True, runs, rel, command=label))
             else:
                 detail = f"looked for {match.group(1) or match.group(2)}"
                 entries.append(Entry(label, False, detail, command=label))

@@ -74,9 +74,9 @@ def _vcrpy_settings(text: str, harness: Harness) -> None:
     pairs: list[tuple[str, ast.AST, int]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values, strict=False):
-                if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                    pairs.append((key.value, value, node.lineno))
+            for dict_key, dict_value in zip(node.keys, node.values, strict=False):
+                if isinstance(dict_key, ast.Constant) and isinstance(dict_key.value, str):
+                    pairs.append((dict_key.value, dict_value, node.lineno))
         elif isinstance(node, ast.Call):
             pairs += [(k.arg, k.value, node.lineno) for k in node.keywords if k.arg]
     for key, value, line in pairs:

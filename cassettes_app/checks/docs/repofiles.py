@@ -59,7 +59,7 @@ def find_file(root: Path, names: Sequence[str], folders: Sequence[str] = ("",)) 
     Names match case-insensitively; earlier names and folders win.
     """
     for folder in folders:
-        files = {}
+        files: dict[str, str] = {}
         for entry in listing(root, folder):
             try:
                 if entry.is_file(follow_symlinks=False):
