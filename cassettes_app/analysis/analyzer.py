@@ -50,6 +50,7 @@ from cassettes_app.checks.trace import (
 )
 from cassettes_app.config import AnalysisConfig
 from cassettes_app.formats import parse_file
+from cassettes_app.formats.base import OWN_FIELD as OWN_TIME
 from cassettes_app.formats.conversation import SYNTHETIC
 from cassettes_app.formats.sniff import looks_binary
 from cassettes_app.keys import (
@@ -65,6 +66,7 @@ from cassettes_app.secrets import SecretHit, TextProfile
 ROLES = ("ledger", "trace", "recording")  # a file matched by several roles takes the first
 
 _HINTS = {"ledger": "ledger", "trace": "trace", "recording": None}
+OWN_MODEL = "the recording's own `model` field"
 
 
 class Analyzer:
@@ -343,7 +345,11 @@ class Analyzer:
             turns = doc.get("turns") if isinstance(doc, dict) else None
             embedded = len(turns) if isinstance(turns, list) else 1
         served = [rec.meta.get("payload_model"), *rec.meta.get("models", ())]
-        raw_times = [rec.recorded_at, *(i.recorded_at for i in rec.interactions)]
+        raw_times = [
+            rec.recorded_at,
+            *(i.recorded_at for i in rec.interactions),
+            *rec.meta.get("times", ()),
+        ]
         times = [t for t in (parse_time(r) for r in dict.fromkeys(raw_times) if r) if t]
         return RecordingFacts(
             path=rel,
@@ -355,8 +361,10 @@ class Analyzer:
             also_dropped=also,
             volatile_present=present,
             model=rec.model,
+            model_source=rec.meta.get("model_source") or (OWN_MODEL if rec.model else None),
             served_models=tuple(dict.fromkeys(m for m in served if isinstance(m, str) and m)),
             recorded_at=rec.recorded_at or next((r for r in raw_times if r), None),
+            time_source=rec.meta.get("time_source") or (OWN_TIME if rec.recorded_at else None),
             oldest=min(times) if times else None,
             newest=max(times) if times else None,
             size=size,

@@ -39,6 +39,7 @@ __all__ = [
 # A recording a few minutes "after" the upload is a candidate's clock drift, not a forgery.
 FUTURE_GRACE = dt.timedelta(minutes=10)
 VCR_NO_TIME = "VCR.py cassettes carry no recording time"
+NO_TIME_EVIDENCE = "no response Date header, no `created` in the body, no time field"
 _VCR_FORMATS = {"vcr"}
 _LARGEST = 5
 
@@ -56,8 +57,10 @@ class RecordingFacts:
     also_dropped: tuple[str, ...] = ()  # other top-level fields whose dropping reproduces it
     volatile_present: tuple[str, ...] = ()  # volatile fields at the request's top level
     model: str | None = None  # the recording's own model field (else the payload's)
+    model_source: str | None = None  # where `model` was read ("the response's `model`")
     served_models: tuple[str, ...] = ()  # every model the payloads name, served one first
-    recorded_at: str | None = None  # as written
+    recorded_at: str | None = None  # as written (or derived: see time_source)
+    time_source: str | None = None  # the evidence of the time ("the response Date header")
     oldest: dt.datetime | None = None  # earliest readable recording time (aware UTC)
     newest: dt.datetime | None = None  # latest readable recording time (aware UTC)
     size: int = 0  # bytes of the file holding it
@@ -203,6 +206,41 @@ def _age_days(now: dt.datetime, when: dt.datetime) -> int:
     return (now - when).days
 
 
+def source_notes(
+    facts: Sequence[RecordingFacts], *, times: bool = True, models: bool = True
+) -> list[dict[str, Any]]:
+    """Evidence naming where the recording times and models were read, one line per source
+    ("recorded_at from the response Date header (2 recordings)")."""
+    notes: list[dict[str, Any]] = []
+    for wanted, field_name, label in (
+        (times, "time_source", "recorded_at"),
+        (models, "model_source", "model"),
+    ):
+        if not wanted:
+            continue
+        by_source: dict[str, list[str]] = {}
+        for f in facts:
+            source = getattr(f, field_name)
+            if source:
+                by_source.setdefault(source, []).append(f.path)
+        for source, paths in by_source.items():
+            notes.append(
+                {
+                    "message": f"{label} from {source} ({counted(len(paths), 'recording')})",
+                    "source": source,
+                    "paths": paths[:20],
+                    "info": True,
+                }
+            )
+    return notes
+
+
+def _no_time_why(f: RecordingFacts, default: str) -> str:
+    if f.format in _VCR_FORMATS:
+        return f"{VCR_NO_TIME} ({NO_TIME_EVIDENCE})"
+    return default
+
+
 # --------------------------------------------------------------------------- checks
 
 
@@ -327,12 +365,13 @@ def cassettes_model_metadata(facts: Sequence[RecordingFacts]) -> CheckOutcome:
     for f in no_model:
         evidence.append({"message": "names no model", "path": f.path})
     for f in no_time:
-        why = VCR_NO_TIME if f.format in _VCR_FORMATS else "no recording time"
+        why = _no_time_why(f, "no recording time")
         evidence.append({"message": f"age unknown: {why}", "path": f.path})
     for f in bad_time:
         evidence.append(
             {"message": f"recording time {f.recorded_at!r} is not a date", "path": f.path}
         )
+    evidence += source_notes(facts)
     if no_model:
         return CheckOutcome(
             check, "fail", f"{len(no_model)} of {len(facts)} recordings name no model", evidence
@@ -344,7 +383,10 @@ def cassettes_model_metadata(facts: Sequence[RecordingFacts]) -> CheckOutcome:
             summary += f" ({VCR_NO_TIME})"
         return CheckOutcome(check, "warn", summary, evidence)
     return CheckOutcome(
-        check, "pass", f"all {len(facts)} recordings name their model and recording time"
+        check,
+        "pass",
+        f"all {len(facts)} recordings name their model and recording time",
+        evidence,
     )
 
 
@@ -372,7 +414,7 @@ def cassettes_fresh(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> 
             untimed += 1
         elif f.oldest is None:
             unknown += 1
-            why = VCR_NO_TIME if f.format in _VCR_FORMATS else "no readable recording time"
+            why = _no_time_why(f, "no readable recording time")
             # Never guessed from file times: an archive's mtimes say nothing about recording.
             warns.append({"message": f"age unknown: {why}", "path": f.path})
         else:
@@ -443,7 +485,7 @@ def cassettes_fresh(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> 
     )
     if untimed:
         summary += f"; {untimed} run-twice fixtures carry no recording time (none is asked for)"
-    return CheckOutcome(check, "pass", summary)
+    return CheckOutcome(check, "pass", summary, source_notes(facts, models=False))
 
 
 def _request_identity(f: RecordingFacts) -> str | None:

@@ -1,0 +1,74 @@
+"""The `cassettes.*` checks on hand-ins recorded as candidates record them (#25, #33).
+
+Each hand-in under tests/fixtures/handins/rec-*/ is a small repository whose recordings
+were written by the library itself (vcrpy, nock) or by the candidate's own fixture layer;
+its README says how. The analysis runs on the tree as handed in.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from cassettes_app.analysis import AnalysisConfig, Analyzer
+from cassettes_app.checks import CheckOutcome
+from tests.paths import ROOT
+
+HANDINS = ROOT / "tests" / "fixtures" / "handins"
+RECORDED = dt.datetime(2026, 12, 4, 9, 30, tzinfo=dt.UTC)  # when the rec-* hand-ins were made
+MODEL = "gpt-4o-mini-2024-07-18"
+
+
+def checks(root: Path, **config: object) -> dict[str, CheckOutcome]:
+    settings = {"now": RECORDED + dt.timedelta(days=5), "expected_model": MODEL, **config}
+    analyzer = Analyzer(root, AnalysisConfig(**settings))  # type: ignore[arg-type]
+    for _ in analyzer.files():
+        pass
+    return {outcome.id: outcome for outcome in analyzer.checks()}
+
+
+def messages(outcome: CheckOutcome) -> list[str]:
+    return [str(e.get("message")) for e in outcome.evidence]
+
+
+# --------------------------------------------------------------------------- A: times
+
+
+def test_vcrpy_cassettes_are_dated_by_their_response_date_header() -> None:
+    found = checks(
+        HANDINS / "rec-vcrpy-openai",
+        shape="cassette",
+        recording_globs=("tests/cassettes/**/*.yaml",),
+    )
+    metadata, fresh = found["cassettes.model_metadata"], found["cassettes.fresh"]
+    assert metadata.status == "pass", metadata.summary
+    assert "recorded_at from the response Date header (2 recordings)" in messages(metadata)
+    assert "model from the response's `model` (2 recordings)" in messages(metadata)
+    assert fresh.status == "pass", fresh.summary
+    assert "oldest 5 days" in fresh.summary
+    assert "recorded_at from the response Date header (2 recordings)" in messages(fresh)
+
+
+def test_nock_fixtures_are_dated_by_their_raw_headers_date() -> None:
+    found = checks(
+        HANDINS / "rec-nock-openai",
+        shape="cassette",
+        recording_globs=("test/fixtures/*.json",),
+    )
+    metadata, fresh = found["cassettes.model_metadata"], found["cassettes.fresh"]
+    assert metadata.status == "pass", metadata.summary
+    assert "recorded_at from the response Date header (2 recordings)" in messages(metadata)
+    assert fresh.status == "pass", fresh.summary
+    assert "recorded_at from the response Date header (2 recordings)" in messages(fresh)
+
+
+def test_a_stale_vcrpy_cassette_is_stale_by_its_date_header() -> None:
+    found = checks(
+        HANDINS / "rec-vcrpy-openai",
+        shape="cassette",
+        recording_globs=("tests/cassettes/**/*.yaml",),
+        now=RECORDED + dt.timedelta(days=60),
+    )
+    fresh = found["cassettes.fresh"]
+    assert fresh.status == "fail"
+    assert "2 older than 42 days" in fresh.summary
