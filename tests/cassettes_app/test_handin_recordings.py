@@ -8,6 +8,7 @@ its README says how. The analysis runs on the tree as handed in.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 
 from cassettes_app.analysis import AnalysisConfig, Analyzer
@@ -72,3 +73,39 @@ def test_a_stale_vcrpy_cassette_is_stale_by_its_date_header() -> None:
     fresh = found["cassettes.fresh"]
     assert fresh.status == "fail"
     assert "2 older than 42 days" in fresh.summary
+
+
+# --------------------------------------------------------------------------- B: models
+
+
+def test_fixtures_name_their_model_inside_the_recorded_exchange() -> None:
+    """{request: {body: {model}}, response: {body: {model}}}: the served model is read."""
+    found = checks(
+        HANDINS / "rec-fixtures-nested-model",
+        shape="ticket-service",
+        recording_globs=("fixtures/*.json",),
+    )
+    metadata = found["cassettes.model_metadata"]
+    assert metadata.status == "pass", metadata.summary
+    assert "model from the response's `body.model` (4 recordings)" in messages(metadata)
+    assert found["cassettes.fresh"].status == "pass"
+
+
+def test_fixtures_with_the_payloads_at_the_top_name_their_model(tmp_path: Path) -> None:
+    """{request: {model…}, response: {model…}}: the same exchange, one level up."""
+    source = HANDINS / "rec-fixtures-nested-model" / "fixtures"
+    (tmp_path / "fixtures").mkdir()
+    for path in sorted(source.glob("*.json")):
+        doc = json.loads(path.read_text())
+        doc["request"], doc["response"] = doc["request"]["body"], doc["response"]["body"]
+        (tmp_path / "fixtures" / path.name).write_text(json.dumps(doc, indent=2))
+    analyzer = Analyzer(
+        tmp_path,
+        AnalysisConfig(shape="ticket-service", recording_globs=("fixtures/*.json",), now=RECORDED),
+    )
+    for _ in analyzer.files():
+        pass
+    metadata = {o.id: o for o in analyzer.checks()}["cassettes.model_metadata"]
+    assert metadata.status == "pass", metadata.summary
+    assert "model from the response's `model` (4 recordings)" in messages(metadata)
+    assert not [f for f in analyzer.findings if "lacks" in f.message and "model" in f.message]
