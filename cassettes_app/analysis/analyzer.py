@@ -58,6 +58,7 @@ from cassettes_app.keys import (
     is_key_shape,
     mismatch_variants,
     recompute_key,
+    scheme_keys,
 )
 from cassettes_app.parsed import LedgerEntry, ParsedFinding, ParsedRecording, ParseResult, TraceHop
 from cassettes_app.providers import Exchange, normalise
@@ -225,7 +226,7 @@ class Analyzer:
             del data, result  # the caller owns the bodies from here on
             yield report
             del report
-        self.key_report = key_report(self.facts)
+        self.key_report = key_report(self.facts, infer=self.config.shape != "cassette")
         self._files_done = True
 
     def _absorb(
@@ -339,6 +340,13 @@ class Analyzer:
                     also = tuple(
                         dict.fromkeys(f for v in variants if v.kind == "dropped" for f in v.fields)
                     )
+        schemes: tuple[tuple[str, str], ...] = ()
+        if rec.key is not None and self.config.shape != "cassette":
+            # The brief only shows a sample key: every scheme a hand-in may use is tried.
+            doc = load_doc()
+            schemes = scheme_keys(
+                rec.key, payload, doc if isinstance(doc, dict) else None, volatile
+            )
         embedded = 0
         if "turns" in rec.meta.get("extra_fields", ()):
             doc = load_doc()
@@ -360,6 +368,7 @@ class Analyzer:
             kept_fields=kept,
             also_dropped=also,
             volatile_present=present,
+            key_schemes=schemes,
             model=rec.model,
             model_source=rec.meta.get("model_source") or (OWN_MODEL if rec.model else None),
             served_models=tuple(dict.fromkeys(m for m in served if isinstance(m, str) and m)),

@@ -8,7 +8,9 @@ its README says how. The analysis runs on the tree as handed in.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
+import shutil
 from pathlib import Path
 
 from cassettes_app.analysis import AnalysisConfig, Analyzer
@@ -109,3 +111,65 @@ def test_fixtures_with_the_payloads_at_the_top_name_their_model(tmp_path: Path) 
     assert metadata.status == "pass", metadata.summary
     assert "model from the response's `model` (4 recordings)" in messages(metadata)
     assert not [f for f in analyzer.findings if "lacks" in f.message and "model" in f.message]
+
+
+# --------------------------------------------------------------------------- C, D: keys
+
+RUN_TWICE = {"shape": "run-twice", "recording_globs": ("fixtures/recordings/*.json",)}
+
+
+def test_run_twice_fixtures_keyed_by_the_briefs_key_for_recompute() -> None:
+    keys = checks(HANDINS / "rec-run-twice-key-for", **RUN_TWICE)["cassettes.keys_match"]
+    assert keys.status == "pass", keys.summary
+    assert keys.summary == "all 5 stored keys match"
+    assert "run-twice brief's key_for" in keys.evidence[0]["message"]
+
+
+def test_run_twice_fixtures_keyed_by_their_own_scheme_recompute() -> None:
+    keys = checks(HANDINS / "rec-run-twice-own-key", **RUN_TWICE)["cassettes.keys_match"]
+    assert keys.status == "pass", keys.summary
+    assert keys.evidence[0]["scheme"] == (
+        "the recorded request as json.dumps(sort_keys=True) (default separators)"
+    )
+    assert "the hand-in's own scheme" in keys.evidence[0]["message"]
+
+
+def _copy(name: str, tmp_path: Path) -> Path:
+    root = tmp_path / name
+    shutil.copytree(HANDINS / name, root)
+    return root
+
+
+def test_a_hand_edited_key_fails_under_the_hand_ins_own_scheme(tmp_path: Path) -> None:
+    root = _copy("rec-run-twice-own-key", tmp_path)
+    edited = sorted((root / "fixtures" / "recordings").glob("*.json"))[2]
+    doc = json.loads(edited.read_text())
+    doc["request"]["body"]["temperature"] = 0.7  # the request changed, the key kept
+    edited.write_text(json.dumps(doc, indent=2) + "\n")
+    keys = checks(root, **RUN_TWICE)["cassettes.keys_match"]
+    assert keys.status == "fail"
+    assert keys.summary.startswith("1 of 5 stored keys do not match the hand-in's own scheme")
+    assert [e["path"] for e in keys.evidence] == [f"fixtures/recordings/{edited.name}"]
+
+
+def test_a_hand_edited_key_fails_under_the_briefs_key_for(tmp_path: Path) -> None:
+    root = _copy("rec-run-twice-key-for", tmp_path)
+    edited = sorted((root / "fixtures" / "recordings").glob("*.json"))[0]
+    doc = json.loads(edited.read_text())
+    doc["prompt"] += " (edited)"
+    edited.write_text(json.dumps(doc, indent=2) + "\n")
+    keys = checks(root, **RUN_TWICE)["cassettes.keys_match"]
+    assert keys.status == "fail"
+    assert "1 of 5" in keys.summary
+
+
+def test_keys_no_scheme_reproduces_warn_with_what_was_tried(tmp_path: Path) -> None:
+    root = _copy("rec-run-twice-own-key", tmp_path)
+    for path in (root / "fixtures" / "recordings").glob("*.json"):
+        doc = json.loads(path.read_text())
+        doc["key"] = hashlib.md5(path.name.encode()).hexdigest()
+        path.write_text(json.dumps(doc))
+    keys = checks(root, **RUN_TWICE)["cassettes.keys_match"]
+    assert keys.status == "warn"
+    assert "no key scheme reproduces most of the 5 stored keys" in keys.summary
+    assert any(m.startswith("tried: the brief's canonical request") for m in messages(keys))
