@@ -246,3 +246,84 @@ def mismatch_variants(
             Variant("matches ignoring letter case (stored key has upper-case hex)", "case")
         )
     return found
+
+
+# --------------------------------------------------------------------------- key schemes
+#
+# The cassette brief prescribes its key (BRIEF_SCHEME). Other briefs only show a sample
+# (the run-twice brief's `key_for`: a hash of model + prompt + params), and a hand-in may
+# key its fixtures its own way: these are the schemes tried, each a (label, text) pair,
+# hashed with sha256 and compared with a stored key's length of hex.
+
+BRIEF_SCHEME = "the brief's canonical request (volatile fields dropped, sorted, compact JSON)"
+KEY_FOR_SCHEME = "the run-twice brief's key_for: model + prompt + params as sorted JSON"
+
+
+def _key_for_fields(document: Mapping[str, Any] | None) -> tuple[Any, Any, Any] | None:
+    """(model, prompt, params) when the fixture stores them (prompt may be `text`)."""
+    if not isinstance(document, Mapping) or "model" not in document:
+        return None
+    prompt = document.get("prompt", document.get("text"))
+    if prompt is None:
+        return None
+    return document["model"], prompt, document.get("params", {})
+
+
+def _scheme_texts(
+    payload: Any, document: Mapping[str, Any] | None, volatile: tuple[str, ...]
+) -> list[tuple[str, Callable[[], str]]]:
+    texts: list[tuple[str, Callable[[], str]]] = []
+    if isinstance(payload, Mapping):
+        texts += [
+            (BRIEF_SCHEME, lambda: canonical_request(payload, volatile)),
+            (
+                "the recorded request as json.dumps(sort_keys=True) (default separators)",
+                lambda: _dumps(payload, separators=(", ", ": ")),
+            ),
+            ("the recorded request, sorted compact JSON, nothing dropped", lambda: _dumps(payload)),
+            (
+                "the recorded request, compact JSON in file order",
+                lambda: _dumps(payload, sort_keys=False),
+            ),
+        ]
+    fields = _key_for_fields(document)
+    if fields is not None:
+        model, prompt, params = fields
+        named = {"model": model, "prompt": prompt, "params": params}
+        texts += [
+            (KEY_FOR_SCHEME, lambda: _dumps(named, separators=(", ", ": "))),
+            (f"{KEY_FOR_SCHEME} (compact)", lambda: _dumps(named)),
+            (
+                "model, prompt and params (sorted JSON) joined by newlines",
+                lambda: "\n".join((str(model), str(prompt), _dumps(params))),
+            ),
+            (
+                "model, prompt and params (sorted JSON) joined by `|`",
+                lambda: "|".join((str(model), str(prompt), _dumps(params))),
+            ),
+        ]
+    if isinstance(document, Mapping):
+        whole = {k: v for k, v in document.items() if k != "key"}
+        texts.append(("the whole file less `key`, sorted compact JSON", lambda: _dumps(whole)))
+    return texts
+
+
+def scheme_keys(
+    stored_key: str,
+    payload: Any,
+    document: Mapping[str, Any] | None,
+    volatile_fields: Iterable[str],
+) -> tuple[tuple[str, str], ...]:
+    """(scheme label, key under it) for every scheme computable for this recording, each key
+    as long as the stored one; () when the stored key cannot be a sha256 prefix."""
+    stored = stored_key.strip()
+    if not is_key_shape(stored):
+        return ()
+    volatile = tuple(dict.fromkeys(volatile_fields))
+    found: list[tuple[str, str]] = []
+    for label, make in _scheme_texts(payload, document, volatile):
+        try:
+            found.append((label, _digest(make())[: len(stored)]))
+        except (TypeError, ValueError, RecursionError):
+            continue
+    return tuple(found)

@@ -50,6 +50,7 @@ from cassettes_app.checks.trace import (
 )
 from cassettes_app.config import AnalysisConfig
 from cassettes_app.formats import parse_file
+from cassettes_app.formats.base import OWN_FIELD as OWN_TIME
 from cassettes_app.formats.conversation import SYNTHETIC
 from cassettes_app.formats.sniff import looks_binary
 from cassettes_app.keys import (
@@ -57,6 +58,7 @@ from cassettes_app.keys import (
     is_key_shape,
     mismatch_variants,
     recompute_key,
+    scheme_keys,
 )
 from cassettes_app.parsed import LedgerEntry, ParsedFinding, ParsedRecording, ParseResult, TraceHop
 from cassettes_app.providers import Exchange, normalise
@@ -65,6 +67,7 @@ from cassettes_app.secrets import SecretHit, TextProfile
 ROLES = ("ledger", "trace", "recording")  # a file matched by several roles takes the first
 
 _HINTS = {"ledger": "ledger", "trace": "trace", "recording": None}
+OWN_MODEL = "the recording's own `model` field"
 
 
 class Analyzer:
@@ -223,7 +226,7 @@ class Analyzer:
             del data, result  # the caller owns the bodies from here on
             yield report
             del report
-        self.key_report = key_report(self.facts)
+        self.key_report = key_report(self.facts, infer=self.config.shape != "cassette")
         self._files_done = True
 
     def _absorb(
@@ -337,13 +340,24 @@ class Analyzer:
                     also = tuple(
                         dict.fromkeys(f for v in variants if v.kind == "dropped" for f in v.fields)
                     )
+        schemes: tuple[tuple[str, str], ...] = ()
+        if rec.key is not None and self.config.shape != "cassette":
+            # The brief only shows a sample key: every scheme a hand-in may use is tried.
+            doc = load_doc()
+            schemes = scheme_keys(
+                rec.key, payload, doc if isinstance(doc, dict) else None, volatile
+            )
         embedded = 0
         if "turns" in rec.meta.get("extra_fields", ()):
             doc = load_doc()
             turns = doc.get("turns") if isinstance(doc, dict) else None
             embedded = len(turns) if isinstance(turns, list) else 1
         served = [rec.meta.get("payload_model"), *rec.meta.get("models", ())]
-        raw_times = [rec.recorded_at, *(i.recorded_at for i in rec.interactions)]
+        raw_times = [
+            rec.recorded_at,
+            *(i.recorded_at for i in rec.interactions),
+            *rec.meta.get("times", ()),
+        ]
         times = [t for t in (parse_time(r) for r in dict.fromkeys(raw_times) if r) if t]
         return RecordingFacts(
             path=rel,
@@ -354,9 +368,12 @@ class Analyzer:
             kept_fields=kept,
             also_dropped=also,
             volatile_present=present,
+            key_schemes=schemes,
             model=rec.model,
+            model_source=rec.meta.get("model_source") or (OWN_MODEL if rec.model else None),
             served_models=tuple(dict.fromkeys(m for m in served if isinstance(m, str) and m)),
             recorded_at=rec.recorded_at or next((r for r in raw_times if r), None),
+            time_source=rec.meta.get("time_source") or (OWN_TIME if rec.recorded_at else None),
             oldest=min(times) if times else None,
             newest=max(times) if times else None,
             size=size,

@@ -18,7 +18,7 @@ from cassettes_app.checks.catalog import (
     PRUNED,
 )
 from cassettes_app.config import AnalysisConfig
-from cassettes_app.keys import NO_VARIANT
+from cassettes_app.keys import BRIEF_SCHEME, NO_VARIANT
 from cassettes_app.secrets import LEAK, SESSION_COOKIE, SecretHit
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
 # A recording a few minutes "after" the upload is a candidate's clock drift, not a forgery.
 FUTURE_GRACE = dt.timedelta(minutes=10)
 VCR_NO_TIME = "VCR.py cassettes carry no recording time"
+NO_TIME_EVIDENCE = "no response Date header, no `created` in the body, no time field"
 _VCR_FORMATS = {"vcr"}
 _LARGEST = 5
 
@@ -55,9 +56,12 @@ class RecordingFacts:
     kept_fields: tuple[str, ...] = ()  # volatile fields whose keeping reproduces the key
     also_dropped: tuple[str, ...] = ()  # other top-level fields whose dropping reproduces it
     volatile_present: tuple[str, ...] = ()  # volatile fields at the request's top level
+    key_schemes: tuple[tuple[str, str], ...] = ()  # (scheme, key under it): keys.scheme_keys
     model: str | None = None  # the recording's own model field (else the payload's)
+    model_source: str | None = None  # where `model` was read ("the response's `model`")
     served_models: tuple[str, ...] = ()  # every model the payloads name, served one first
-    recorded_at: str | None = None  # as written
+    recorded_at: str | None = None  # as written (or derived: see time_source)
+    time_source: str | None = None  # the evidence of the time ("the response Date header")
     oldest: dt.datetime | None = None  # earliest readable recording time (aware UTC)
     newest: dt.datetime | None = None  # latest readable recording time (aware UTC)
     size: int = 0  # bytes of the file holding it
@@ -116,6 +120,9 @@ class KeyReport:
     dropped: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     also_dropped: list[str] = field(default_factory=list)
+    scheme: str | None = None  # the key scheme the entries were recomputed with
+    tried: list[str] = field(default_factory=list)  # the schemes tried, when inferred
+    unresolved: int = 0  # keys no scheme could be inferred for (none reproduces most)
 
     @property
     def matched(self) -> list[KeyEntry]:
@@ -134,12 +141,19 @@ class KeyReport:
             "dropped": list(self.dropped),
             "kept": list(self.kept),
             "also_dropped": list(self.also_dropped),
+            "scheme": self.scheme,
         }
 
 
-def key_report(facts: Iterable[RecordingFacts]) -> KeyReport:
-    """Per-cassette key comparison plus which volatile fields the data says are dropped or kept."""
-    report = KeyReport()
+def key_report(facts: Iterable[RecordingFacts], *, infer: bool = False) -> KeyReport:
+    """Per-cassette key comparison plus which volatile fields the data says are dropped or kept.
+
+    `infer`: the brief only shows a sample key, so the hand-in's own scheme is the one that
+    reproduces most stored keys (`inferred_key_report`); else the brief's scheme is the rule.
+    """
+    if infer:
+        return inferred_key_report(list(facts))
+    report = KeyReport(scheme=BRIEF_SCHEME)
     dropped: dict[str, None] = {}
     kept: dict[str, None] = {}
     also: dict[str, None] = {}
@@ -166,6 +180,49 @@ def key_report(facts: Iterable[RecordingFacts]) -> KeyReport:
     report.dropped = list(dropped)
     report.kept = list(kept)
     report.also_dropped = list(also)
+    return report
+
+
+def inferred_key_report(facts: list[RecordingFacts]) -> KeyReport:
+    """The scheme that reproduces most stored keys is the hand-in's own; the keys it does
+    not reproduce are hand edits. None reproducing most: `unresolved`, with what was tried.
+    Under the brief's scheme the volatile-field findings are kept as `key_report` keeps them.
+    """
+    keyed = [f for f in facts if f.key and f.key_schemes]
+    report = KeyReport()
+    tally: dict[str, int] = {}
+    for f in keyed:
+        stored = (f.key or "").strip().lower()
+        for label, key in f.key_schemes:
+            tally[label] = tally.get(label, 0) + (key == stored)
+    report.tried = list(tally)
+    best = max(tally, key=tally.__getitem__, default=None)  # ties: the first tried
+    if best is None or 2 * tally[best] <= len(keyed):
+        report.unresolved = len(keyed)
+        return report
+    report.scheme = best
+    brief = best == BRIEF_SCHEME
+    for f in keyed:
+        recomputed = dict(f.key_schemes).get(best, "")
+        matched = recomputed == (f.key or "").strip().lower()
+        report.entries.append(
+            KeyEntry(
+                path=f.path,
+                stored_key=f.key or "",
+                recomputed_key=recomputed,
+                matched=matched,
+                labels=f.key_labels if brief and not matched else (),
+                kept_fields=f.kept_fields if brief else (),
+                also_dropped=f.also_dropped if brief else (),
+                volatile_present=f.volatile_present if brief else (),
+            )
+        )
+    if brief:
+        report.dropped = list(dict.fromkeys(v for e in report.matched for v in e.volatile_present))
+        report.kept = list(dict.fromkeys(v for e in report.mismatched for v in e.kept_fields))
+        report.also_dropped = list(
+            dict.fromkeys(v for e in report.mismatched for v in e.also_dropped)
+        )
     return report
 
 
@@ -203,13 +260,63 @@ def _age_days(now: dt.datetime, when: dt.datetime) -> int:
     return (now - when).days
 
 
+def source_notes(
+    facts: Sequence[RecordingFacts], *, times: bool = True, models: bool = True
+) -> list[dict[str, Any]]:
+    """Evidence naming where the recording times and models were read, one line per source
+    ("recorded_at from the response Date header (2 recordings)")."""
+    notes: list[dict[str, Any]] = []
+    for wanted, field_name, label in (
+        (times, "time_source", "recorded_at"),
+        (models, "model_source", "model"),
+    ):
+        if not wanted:
+            continue
+        by_source: dict[str, list[str]] = {}
+        for f in facts:
+            source = getattr(f, field_name)
+            if source:
+                by_source.setdefault(source, []).append(f.path)
+        for source, paths in by_source.items():
+            notes.append(
+                {
+                    "message": f"{label} from {source} ({counted(len(paths), 'recording')})",
+                    "source": source,
+                    "paths": paths[:20],
+                    "info": True,
+                }
+            )
+    return notes
+
+
+def _no_time_why(f: RecordingFacts, default: str) -> str:
+    if f.format in _VCR_FORMATS:
+        return f"{VCR_NO_TIME} ({NO_TIME_EVIDENCE})"
+    return default
+
+
 # --------------------------------------------------------------------------- checks
 
 
 def cassettes_keys_match(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> CheckOutcome:
-    """Establishes that each stored key equals the key recomputed from its canonical request."""
+    """Establishes that each stored key equals the key recomputed from its canonical request.
+
+    The cassette brief prescribes the key; the others only show a sample, so there the
+    hand-in's own scheme is inferred (`inferred_key_report`) and named in the evidence.
+    """
     check = KEYS_MATCH
-    report = key_report(facts)
+    infer = config.shape != "cassette"
+    report = key_report(facts, infer=infer)
+    if report.unresolved:
+        tried = "; ".join(report.tried)
+        return CheckOutcome(
+            check,
+            "warn",
+            f"no key scheme reproduces most of the {report.unresolved} stored keys, so which "
+            "keys were edited cannot be told",
+            [{"message": f"tried: {label}", "scheme": label} for label in report.tried]
+            + [{"message": f"schemes tried: {tried}"}],
+        )
     if not report.entries:
         keyed_elsewhere = [f for f in facts if f.key is not None]
         reason = (
@@ -219,10 +326,15 @@ def cassettes_keys_match(facts: Sequence[RecordingFacts], config: AnalysisConfig
         )
         return skip(check, reason)
     volatile = ", ".join(f"`{v}`" for v in config.volatile_fields) or "no fields"
+    how = (
+        f"with {volatile} dropped"
+        if report.scheme == BRIEF_SCHEME
+        else f"as {report.scheme} (the hand-in's own scheme)"
+    )
     bad = report.mismatched
     if not bad:
         evidence: list[dict[str, Any]] = [
-            {"message": f"{len(report.entries)} keys recomputed with {volatile} dropped"}
+            {"message": f"{len(report.entries)} keys recomputed {how}", "scheme": report.scheme}
         ]
         if report.dropped:
             shown = ", ".join(f"`{v}`" for v in report.dropped)
@@ -234,7 +346,7 @@ def cassettes_keys_match(facts: Sequence[RecordingFacts], config: AnalysisConfig
         evidence.append(
             {
                 "message": f"stored key {entry.stored_key} != recomputed "
-                f"{entry.recomputed_key}: {why}",
+                f"{entry.recomputed_key or '(not computable)'}: {why}",
                 "path": entry.path,
                 "stored_key": entry.stored_key,
                 "recomputed_key": entry.recomputed_key,
@@ -244,6 +356,11 @@ def cassettes_keys_match(facts: Sequence[RecordingFacts], config: AnalysisConfig
     summary = (
         f"{len(bad)} of {len(report.entries)} stored keys do not match their canonical request"
     )
+    if infer and report.scheme != BRIEF_SCHEME:
+        summary = (
+            f"{len(bad)} of {len(report.entries)} stored keys do not match the hand-in's own "
+            f"scheme ({report.scheme}), which reproduces the others"
+        )
     return CheckOutcome(check, "fail", summary, evidence)
 
 
@@ -327,12 +444,13 @@ def cassettes_model_metadata(facts: Sequence[RecordingFacts]) -> CheckOutcome:
     for f in no_model:
         evidence.append({"message": "names no model", "path": f.path})
     for f in no_time:
-        why = VCR_NO_TIME if f.format in _VCR_FORMATS else "no recording time"
+        why = _no_time_why(f, "no recording time")
         evidence.append({"message": f"age unknown: {why}", "path": f.path})
     for f in bad_time:
         evidence.append(
             {"message": f"recording time {f.recorded_at!r} is not a date", "path": f.path}
         )
+    evidence += source_notes(facts)
     if no_model:
         return CheckOutcome(
             check, "fail", f"{len(no_model)} of {len(facts)} recordings name no model", evidence
@@ -344,7 +462,10 @@ def cassettes_model_metadata(facts: Sequence[RecordingFacts]) -> CheckOutcome:
             summary += f" ({VCR_NO_TIME})"
         return CheckOutcome(check, "warn", summary, evidence)
     return CheckOutcome(
-        check, "pass", f"all {len(facts)} recordings name their model and recording time"
+        check,
+        "pass",
+        f"all {len(facts)} recordings name their model and recording time",
+        evidence,
     )
 
 
@@ -372,7 +493,7 @@ def cassettes_fresh(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> 
             untimed += 1
         elif f.oldest is None:
             unknown += 1
-            why = VCR_NO_TIME if f.format in _VCR_FORMATS else "no readable recording time"
+            why = _no_time_why(f, "no readable recording time")
             # Never guessed from file times: an archive's mtimes say nothing about recording.
             warns.append({"message": f"age unknown: {why}", "path": f.path})
         else:
@@ -443,7 +564,7 @@ def cassettes_fresh(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> 
     )
     if untimed:
         summary += f"; {untimed} run-twice fixtures carry no recording time (none is asked for)"
-    return CheckOutcome(check, "pass", summary)
+    return CheckOutcome(check, "pass", summary, source_notes(facts, models=False))
 
 
 def _request_identity(f: RecordingFacts) -> str | None:

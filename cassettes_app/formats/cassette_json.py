@@ -11,6 +11,7 @@ from cassettes_app.formats.base import (
     body_findings,
     guess_model,
     run_parser,
+    set_models,
 )
 from cassettes_app.formats.exchange import is_http_request
 from cassettes_app.formats.sniff import LIKELY, MAYBE, NO, SURE, head_document, json_doc_keys
@@ -59,6 +60,8 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
         )
         return
     missing = [name for name in FIELDS if name not in doc]
+    if "model" in missing and guess_model(None, doc.get("response"), doc.get("request")):
+        missing.remove("model")  # named where the exchange holds it (set_models below)
     if missing:
         result.findings.append(
             ParsedFinding(
@@ -98,18 +101,27 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
         "payload_model": guess_model(url, response_body.json, request_body.json),
         "extra_fields": sorted(set(doc) - set(FIELDS)),
     }
-    result.recordings.append(
-        ParsedRecording(
-            path=path,
-            format=NAME,
-            key=as_text_or_none(doc.get("key")),
-            # Only the file's own field: cassettes.model_metadata checks it was written.
-            model=as_text_or_none(doc.get("model")),
-            recorded_at=as_text_or_none(doc.get("recorded_at")),
-            interactions=[interaction],
-            meta=meta,
-        )
+    own_model = as_text_or_none(doc.get("model"))
+    recording = ParsedRecording(
+        path=path,
+        format=NAME,
+        key=as_text_or_none(doc.get("key")),
+        recorded_at=as_text_or_none(doc.get("recorded_at")),
+        interactions=[interaction],
+        meta=meta,
     )
+    # The file's own `model` and `recorded_at` first: the cassette brief asks for them, and
+    # cassettes.model_metadata checks they were written. Without them, the model the
+    # payloads name (the served one first) and the time the exchange holds (set_models).
+    set_models(recording)
+    if own_model:
+        recording.model = own_model
+        meta["model_source"] = "the file's `model` field"
+    if recording.interactions[0].recorded_at:
+        recording.recorded_at = recording.interactions[0].recorded_at
+        meta["time_source"] = "the file's `recorded_at` field"
+        meta.pop("times", None)
+    result.recordings.append(recording)
 
 
 def _payload(value: Any) -> Any:

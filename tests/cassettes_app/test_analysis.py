@@ -166,12 +166,28 @@ def test_shop_trace_exposes_hops_and_a_trace_path() -> None:
     )
 
 
-def test_a_vcr_cassette_has_no_key_and_an_unknown_age(tmp_path: Path) -> None:
+def test_a_vcr_cassette_has_no_key_and_is_dated_by_its_created(tmp_path: Path) -> None:
     (tmp_path / "cassettes").mkdir()
     shutil.copy(FIXTURES / "vcr_openai_stream.yaml", tmp_path / "cassettes" / "order.yaml")
     config = AnalysisConfig(recording_globs=("cassettes/*.yaml",), now=NOW)
     _, checks = run(tmp_path, config)
     assert checks["cassettes.keys_match"].status == "skip"
+    # No Date header in this cassette: the stream's `created` (2025-02-11) dates it.
+    assert checks["cassettes.fresh"].status == "fail"
+    assert "recorded 2025-02-11" in checks["cassettes.fresh"].evidence[0]["message"]
+    metadata = checks["cassettes.model_metadata"]
+    assert metadata.status == "pass"
+    assert "recorded_at from the response body's `created` (1 recording)" in [
+        e["message"] for e in metadata.evidence
+    ]
+
+
+def test_a_vcr_cassette_without_date_or_created_has_an_unknown_age(tmp_path: Path) -> None:
+    (tmp_path / "cassettes").mkdir()
+    text = (FIXTURES / "vcr_openai_stream.yaml").read_text()
+    (tmp_path / "cassettes" / "order.yaml").write_text(text.replace('"created":', '"made":'))
+    config = AnalysisConfig(recording_globs=("cassettes/*.yaml",), now=NOW)
+    _, checks = run(tmp_path, config)
     assert checks["cassettes.fresh"].status == "warn"
     assert "age unknown" in checks["cassettes.fresh"].summary
     assert checks["cassettes.model_metadata"].status == "warn"

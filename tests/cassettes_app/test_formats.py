@@ -132,7 +132,9 @@ def test_run_twice_fixtures() -> None:
 def test_vcr_json_cassette_with_anthropic_tool_use() -> None:
     recording = load("vcr_anthropic_messages.json").recordings[0]
     assert recording.model == "claude-3-5-sonnet-20241022"
-    assert recording.recorded_at is None  # VCR.py has no timestamp; never invented
+    # VCR.py writes no timestamp; the response's Date header is the recording's time.
+    assert recording.recorded_at == "2025-02-06T16:20:05Z"
+    assert recording.meta["time_source"] == "the response Date header"
     assert recording.meta["serialization"] == "json"
     interaction = recording.interactions[0]
     assert interaction.url == "https://api.anthropic.com/v1/messages"
