@@ -41,7 +41,7 @@ __all__ = [
 try:
     from yaml import CSafeLoader as _BaseLoader
 except ImportError:  # pragma: no cover - libyaml is in the venv
-    from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]
+    from yaml import SafeLoader as _BaseLoader  # type: ignore[assignment]  # same API, pure Python
 
 
 # --- text --------------------------------------------------------------------
@@ -162,7 +162,7 @@ def _decode(decoder: json.JSONDecoder, text: str) -> Any:
     """`decoder.decode(text)` without its two Python frames: bodies and events are many."""
     start = _WHITESPACE(text, 0).end()
     try:
-        obj, end = decoder.scan_once(text, start)  # type: ignore[attr-defined]
+        obj, end = decoder.scan_once(text, start)  # type: ignore[attr-defined]  # set in __init__
     except StopIteration as err:
         raise json.JSONDecodeError("Expecting value", text, err.value) from None
     if end != len(text):
@@ -223,7 +223,8 @@ def json_loader(limits: ParseLimits = DEFAULT_LIMITS) -> Callable[[str], Any]:
     `load_json` itself, so its results and messages are the only ones.
     """
     int_limit_is_ours = limits.max_int_digits == sys.get_int_max_str_digits()
-    scan = _decoder(limits.max_int_digits, not int_limit_is_ours).scan_once  # type: ignore[attr-defined]
+    decoder = _decoder(limits.max_int_digits, not int_limit_is_ours)
+    scan = decoder.scan_once  # type: ignore[attr-defined]  # JSONDecoder sets it in __init__
     max_depth = limits.max_depth
 
     def load(text: str) -> Any:

@@ -316,14 +316,16 @@ def _blobs(index: _Index, parent: list[int | None], min_turns: int) -> list[Any]
     return flagged
 
 
-def build_threads(exchanges: Iterable[tuple[Any, Exchange]]) -> list[Thread]:
+def build_threads(exchanges: Iterable[tuple[Any, Exchange | KeyedExchange]]) -> list[Thread]:
     """Chain exchanges into threads by request prefix, whatever order they arrive in."""
     with _gc_paused():
         index = _Index(_as_pairs(exchanges))
         return _threads(index, *_link(index))
 
 
-def multi_turn_blobs(exchanges: Iterable[tuple[Any, Exchange]], min_turns: int = 2) -> list[Any]:
+def multi_turn_blobs(
+    exchanges: Iterable[tuple[Any, Exchange | KeyedExchange]], min_turns: int = 2
+) -> list[Any]:
     """Refs whose request holds >= min_turns earlier model turns that no other recording covers."""
     with _gc_paused():
         index = _Index(_as_pairs(exchanges))
@@ -332,7 +334,7 @@ def multi_turn_blobs(exchanges: Iterable[tuple[Any, Exchange]], min_turns: int =
 
 
 def analyse(
-    exchanges: Iterable[tuple[Any, Exchange]], min_turns: int = 2
+    exchanges: Iterable[tuple[Any, Exchange | KeyedExchange]], min_turns: int = 2
 ) -> tuple[list[Thread], list[Any]]:
     """Return (build_threads(exchanges), multi_turn_blobs(exchanges)) from one shared index."""
     with _gc_paused():

@@ -86,7 +86,8 @@ def submission_context(
     `findings`).
     """
     context = jobs_context(submission)
-    context.update(evidence_context(submission, context["jobs"], pages))  # type: ignore[arg-type]
+    jobs: list[Job] = context["jobs"]  # type: ignore[assignment]  # jobs_context's own list
+    context.update(evidence_context(submission, jobs, pages))
     return context
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -395,3 +396,26 @@ def test_no_test_reads_outside_the_repository() -> None:
         and ("ROOT.parent" in (text := path.read_text()) or "../shared" in text)
     ]
     assert offenders == []
+
+
+def test_every_type_ignore_names_its_code_and_says_why() -> None:
+    """mypy runs in `make lint` and CI; an ignore is a claim the checker is wrong, so it says
+    which error (`[code]`) and why, on its own line."""
+    bare = []
+    for app in APPS:
+        for path in (ROOT / app).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if "type: ignore" in line and not re.search(
+                    r"# type: ignore\[[\w,-]+\]\s+#\s*\S", line
+                ):
+                    bare.append(f"{path.relative_to(ROOT)}:{number}")
+    assert bare == []
+
+
+def test_lint_and_ci_run_mypy_over_the_three_apps() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    lint = makefile.split("\nlint:", 1)[1].split("\n\n", 1)[0]
+    assert "$(BIN)/mypy reviewer submissions cassettes_app" in lint
+    assert ".venv/bin/mypy reviewer submissions cassettes_app" in (ROOT / ".ci" / "run").read_text()

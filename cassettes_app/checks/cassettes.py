@@ -649,7 +649,7 @@ def cassettes_pruned(facts: Sequence[RecordingFacts], config: AnalysisConfig) ->
         saved += extra
         same_bytes = len({files[p].sha256 for p in members}) == 1
         how = "same key, identical content" if same_bytes else "same key"
-        keys = sorted({files[p].key for p in members if files[p].key})
+        keys = sorted({key for p in members if (key := files[p].key)})
         evidence.append(
             {
                 "message": f"{how}: {', '.join(members)}"

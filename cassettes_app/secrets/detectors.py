@@ -567,7 +567,8 @@ def _finder(needle: str) -> Callable[[str], bool]:
     """A test for `needle in text`: re's literal search beats str.find for short needles."""
     if len(needle) == 1:
         return lambda text: needle in text  # memchr
-    return re.compile(re.escape(needle)).search  # type: ignore[return-value]
+    # A Match or None: truthy as the bool this returns, without a wrapper call per text.
+    return re.compile(re.escape(needle)).search  # type: ignore[return-value]  # Match|None as bool
 
 
 _GENERIC_FINDERS = tuple(_finder(needle) for needle in _GENERIC_NEEDLES)

@@ -100,7 +100,7 @@ def submission_file(request: HttpRequest, pk: int) -> HttpResponse:
         if kept is None:
             context["refused"] = str(exc)
             return render(request, "reviewer/file.html", context, status=404)
-        return _show_run_file(request, context, kept)
+        return _show_run_file(request, context, kept, lit)
     context["size"] = size
     context["truncated"] = size > len(data)
     if b"\x00" in data[:8192]:
@@ -118,7 +118,9 @@ def _run_file(submission: Submission, path: str, run: str) -> RunFile | None:
     return files.first()
 
 
-def _show_run_file(request: HttpRequest, context: dict[str, object], kept: RunFile) -> HttpResponse:
+def _show_run_file(
+    request: HttpRequest, context: dict[str, object], kept: RunFile, lit: int | None
+) -> HttpResponse:
     """A file the replay wrote (not in the hand-in): said so, with the other run's copy linked."""
     others = list(
         kept.submission.run_files.filter(path=kept.path)
@@ -131,7 +133,7 @@ def _show_run_file(request: HttpRequest, context: dict[str, object], kept: RunFi
     if kept.binary:
         context["binary"] = True
         return render(request, "reviewer/file.html", context)
-    return _show(request, context, kept.text, kept.path, context["lit"])  # type: ignore[arg-type]
+    return _show(request, context, kept.text, kept.path, lit)
 
 
 def _show(

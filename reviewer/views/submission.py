@@ -187,7 +187,7 @@ def _reverted(form: ScoreForm, review: Review, row: RubricRow) -> tuple[ScoreFor
     """The refused form with its score back at the stored value (what a reload shows), the
     rest of what was typed kept."""
     stored = Score.objects.filter(review=review, row=row).values_list("value", flat=True).first()
-    data = form.data.copy()
+    data = form.data.copy()  # type: ignore[attr-defined]  # bound to request.POST, a QueryDict
     data[form.add_prefix("value")] = "" if stored is None else str(stored)
     reverted = ScoreForm(data, prefix=form.prefix)
     reverted.is_valid()
@@ -298,15 +298,15 @@ def request_pins(request: HttpRequest, submission: Submission, context: dict) ->
     return pins if pins is not None else visible_pins(request.user, submission)
 
 
-def evidence_html(request: HttpRequest, context: dict[str, object]) -> dict[str, str]:
+def evidence_html(request: HttpRequest, context: dict[str, Any]) -> dict[str, str]:
     """The page's evidence sections as HTML, cached while no job of the submission runs.
 
     Only jobs write what these sections show (checks, recordings, turns, trace rows,
     findings, logs). Once every job has ended the rows stay as they are until a job is
     queued or runs again, which changes the jobs' states: the cache key holds them.
     """
-    submission: Submission = context["submission"]  # type: ignore[assignment]
-    jobs: list[Job] = context["jobs"]  # type: ignore[assignment]
+    submission: Submission = context["submission"]
+    jobs: list[Job] = context["jobs"]
     pins = request_pins(request, submission, context)
 
     def build() -> dict[str, str]:

@@ -77,7 +77,7 @@ def self_check(
 
 def ensure_ready(**kwargs: object) -> None:
     """Raise SandboxUnavailable with the cause unless self_check() finds nothing wrong."""
-    problems = self_check(**kwargs)  # type: ignore[arg-type]
+    problems = self_check(**kwargs)  # type: ignore[arg-type]  # the caller's self_check options
     if problems:
         raise SandboxUnavailable("; ".join(problems))
 
