@@ -419,3 +419,12 @@ def test_lint_and_ci_run_mypy_over_the_three_apps() -> None:
     lint = makefile.split("\nlint:", 1)[1].split("\n\n", 1)[0]
     assert "$(BIN)/mypy reviewer submissions cassettes_app" in lint
     assert ".venv/bin/mypy reviewer submissions cassettes_app" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_reviewer_keeps_plumbing_at_its_top_and_two_packages() -> None:
+    """reviewer/ holds the project's plumbing directly, the desk in review/ and the lead's
+    view in cohort/ (ops/ for the demo and health): at most 16 modules at its top."""
+    top = sorted(p.name for p in (ROOT / "reviewer").glob("*.py"))
+    assert len(top) <= 16, top
+    for package in ("review", "cohort", "ops", "views"):
+        assert (ROOT / "reviewer" / package / "__init__.py").is_file()

@@ -29,8 +29,8 @@ from cassettes_app.checks.ledger import (
     ledger_consistent,
 )
 from cassettes_app.parsed import LedgerEntry
+from submissions.checks.probe_exchanges import Exchange, ProbeReport, cap_text, excerpt
 from submissions.checks.replay import sandbox_evidence
-from submissions.checks.service_report import Exchange, ProbeReport, cap_text, excerpt
 
 LOW_CONFIDENCE = 0.5
 SEVERITIES = ("low", "medium", "high", "critical")

@@ -17,13 +17,13 @@ from pathlib import Path
 
 from cassettes_app.checks import skip
 from submissions.checks.environment import env_dependencies_installed, env_dependencies_unmet
-from submissions.checks.service import PROBE_CHECKS, service_checks, service_error_outcomes
-from submissions.checks.service_report import (
+from submissions.checks.probe_exchanges import (
     ProbeConfig,
     ProbeReport,
     build_requests,
     parse_driver_output,
 )
+from submissions.checks.service import PROBE_CHECKS, service_checks, service_error_outcomes
 from submissions.checks.store import checks_store
 from submissions.deps.ecosystems import unmet_need
 from submissions.deps.prepare import dependencies

@@ -11,6 +11,15 @@ import pytest
 from cassettes_app.parsed import LedgerEntry
 from reviewer.ops.demo import DEMO_DIR
 from submissions.assignments import assignment_apply, assignment_values, load_assignment_file
+from submissions.checks.probe_exchanges import (
+    PROBE_LINES,
+    Exchange,
+    ProbeConfig,
+    ProbeLine,
+    ProbeReport,
+    build_requests,
+    parse_driver_output,
+)
 from submissions.checks.service import (
     degrade_problems,
     same_time,
@@ -20,15 +29,6 @@ from submissions.checks.service import (
     service_ledger_consistent,
     service_schema_valid,
     ticket_problems,
-)
-from submissions.checks.service_report import (
-    PROBE_LINES,
-    Exchange,
-    ProbeConfig,
-    ProbeLine,
-    ProbeReport,
-    build_requests,
-    parse_driver_output,
 )
 from submissions.intake.upload import submission_create
 from submissions.jobs import queue
