@@ -66,6 +66,7 @@ _REPLAY_NOTES = "cassettes_app.checks.docs.replay_notes"
 _LEDGER = "cassettes_app.checks.ledger"
 _ANALYZER = "cassettes_app.analysis.analyzer"  # skips model metadata for run-twice
 _RUNLOG = "cassettes_app.checks.runlog"  # run-twice: the model named in the run log
+_TRACE_ROWS = "submissions.checks.trace_live.rows"  # compared rows, live or re-driven
 _REDRIVE = "submissions.runs.trace"  # the stub re-driven in the sandbox
 
 CATALOG: dict[str, CheckSpec] = {
@@ -174,7 +175,7 @@ CATALOG: dict[str, CheckSpec] = {
             "Trace matches the live stub",
             "rows re-fetched from the live stub's /_trace/{id} match the file",
             _LIVE,
-            (_REDRIVE,),
+            (_REDRIVE, _TRACE_ROWS),
         ),
         CheckSpec(
             IDEMPOTENCY_ENFORCED,

@@ -357,3 +357,22 @@ def test_the_rerecord_page_query_count_does_not_grow_with_pairs(
         page = client.get(rerecord.get_absolute_url(), {"pair": first.pk}).content.decode()
     assert "first divergence" in page
     assert page.count("<td><code>cassettes/") == 2 * min(pairs, 50)  # one page of pairs
+
+
+def test_a_wait_that_runs_out_still_ends_on_the_rerecord_id(submission, tmp_path) -> None:
+    """The last line of stdout is the re-record's id, as the command's help promises, even
+    when --wait gives up; it used to print the submission's."""
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    archive = tmp_path / "rerecord.zip"
+    archive.write_bytes(make_zip(RERECORDED))
+    out = io.StringIO()
+    with (
+        mock.patch.object(queue, "job_enqueue", return_value=True),
+        pytest.raises(CommandError, match="is a worker running"),
+    ):
+        call_command(
+            "rerecord", str(submission.pk), str(archive), "--wait", "--timeout", "0.3", stdout=out
+        )
+    assert out.getvalue().strip().splitlines()[-1] == str(Rerecord.objects.get().pk)

@@ -31,8 +31,7 @@ from submissions.checks.trace_live.rows import (
     join_url,
     loaded,
     preview,
-    row_counts,
-    row_evidence,
+    rows_outcome,
     rows_verdict,
 )
 from submissions.net.outbound import (
@@ -211,14 +210,4 @@ def trace_live_match(
         notes.append(f"{no_id} stub hops carry no trace_id and cannot be re-fetched")
     if notes:
         summary += "; " + "; ".join(notes)
-    head = {
-        "message": summary,
-        "mode": "live",
-        "stub_url": stub_url,
-        "path": path,
-        "counts": row_counts(rows),
-        "rows_checked": len(rows),
-    }
-    ordered = [r for r in rows if r.outcome != "match"] + [r for r in rows if r.outcome == "match"]
-    evidence = [head, *(row_evidence(r, path) for r in ordered)]
-    return CheckOutcome(CHECK_LIVE, status, summary, evidence), rows
+    return rows_outcome(status, summary, rows, path, mode="live", stub_url=stub_url), rows

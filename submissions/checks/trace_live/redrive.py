@@ -30,8 +30,7 @@ from submissions.checks.trace_live.rows import (
     join_url,
     loaded,
     preview,
-    row_counts,
-    row_evidence,
+    rows_outcome,
     rows_verdict,
 )
 from submissions.net.outbound import SafeResponse
@@ -180,17 +179,7 @@ def _redrive_outcome(rows: list[RowResult], base_url: str, path: str) -> CheckOu
     """The check from re-driven rows."""
     status, summary = rows_verdict(rows, "re-driven hops", "the fresh stub")
     summary = "re-drive: " + summary
-    head = {
-        "message": summary,
-        "mode": "redrive",
-        "base_url": base_url,
-        "path": path,
-        "counts": row_counts(rows),
-        "rows_checked": len(rows),
-    }
-    ordered = [r for r in rows if r.outcome != "match"] + [r for r in rows if r.outcome == "match"]
-    evidence = [head, *(row_evidence(r, path) for r in ordered)]
-    return CheckOutcome(CHECK_LIVE, status, summary, evidence)
+    return rows_outcome(status, summary, rows, path, mode="redrive", base_url=base_url)
 
 
 def _compare_redrive(

@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 import httpx
 
+from cassettes_app.checks import CheckOutcome, Status
+from cassettes_app.checks.catalog import LIVE_MATCH
 from cassettes_app.jsonvalues import maybe_json
 
 RowOutcome = Literal["match", "mismatch", "missing", "unreachable"]
@@ -163,3 +165,15 @@ def rows_verdict(
         "warn",
         f"{counts['match']} of {total} {what} match {where}; the rest are unconfirmed{tail}",
     )
+
+
+def rows_outcome(
+    status: Status, summary: str, rows: Sequence[RowResult], path: str, **head: Any
+) -> CheckOutcome:
+    """trace.live_match from compared rows: a head item (the summary, how the rows were got,
+    the counts), then every row that did not match, then the matches."""
+    first = {"message": summary, **head, "path": path}
+    first.update({"counts": row_counts(rows), "rows_checked": len(rows)})
+    ordered = [r for r in rows if r.outcome != "match"] + [r for r in rows if r.outcome == "match"]
+    evidence = [first, *(row_evidence(r, path) for r in ordered)]
+    return CheckOutcome(LIVE_MATCH, status, summary, evidence)

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import URLValidator
 
 from submissions.intake.upload import UploadRejected, submission_create
-from submissions.jobs.inline import JobsPending, jobs_run_inline, jobs_wait
+from submissions.management.commands._jobs import run_or_wait
 from submissions.models import Assignment, Candidate
 
 
@@ -74,16 +74,5 @@ class Command(BaseCommand):
             self.stdout.write(str(submission.pk))
             raise CommandError(f"{archive}: rejected: {result.reason}")
         self.stderr.write(f"submission {submission.pk} stored (sha256 {submission.archive_sha256})")
-        if options["inline"]:
-            jobs_run_inline(submission=submission, report=self.stderr.write)
-        elif options["wait"]:
-            try:
-                jobs_wait(
-                    submission=submission,
-                    timeout=float(options["timeout"]),
-                    report=self.stderr.write,
-                )
-            except JobsPending as exc:
-                self.stdout.write(str(submission.pk))
-                raise CommandError(str(exc)) from None
+        run_or_wait(self, submission=submission, options=options, reported_id=submission.pk)
         self.stdout.write(str(submission.pk))

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from submissions.intake.rerecord import rerecord_create
 from submissions.intake.upload import UploadRejected
-from submissions.jobs.inline import JobsPending, jobs_run_inline, jobs_wait
+from submissions.management.commands._jobs import run_or_wait
 from submissions.models import Rerecord, Submission
 
 
@@ -48,18 +48,7 @@ class Command(BaseCommand):
             raise CommandError(f"{archive}: {exc}") from None
         if not created:
             self.stderr.write(f"already uploaded as re-record {rerecord.pk}")
-        if options["inline"]:
-            jobs_run_inline(submission=submission, report=self.stderr.write)
-        elif options["wait"]:
-            try:
-                jobs_wait(
-                    submission=submission,
-                    timeout=float(options["timeout"]),
-                    report=self.stderr.write,
-                )
-            except JobsPending as exc:
-                self.stdout.write(str(submission.pk))
-                raise CommandError(str(exc)) from None
+        run_or_wait(self, submission=submission, options=options, reported_id=rerecord.pk)
         rerecord.refresh_from_db()
         self._summary(rerecord)
         self.stdout.write(str(rerecord.pk))

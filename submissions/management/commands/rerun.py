@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from submissions.jobs.inline import JobsPending, jobs_run_inline, jobs_wait
 from submissions.jobs.rerun import RERUN_KINDS, RerunRefused, submission_rerun
+from submissions.management.commands._jobs import run_or_wait
 from submissions.models import Job, Submission
 
 
@@ -39,18 +39,7 @@ class Command(BaseCommand):
         except RerunRefused as exc:
             raise CommandError(f"submission {submission.pk}: {exc}") from None
         self.stderr.write(f"queued {job.kind} job {job.pk}")
-        if options["inline"]:
-            jobs_run_inline(submission=submission, report=self.stderr.write)
-        elif options["wait"]:
-            try:
-                jobs_wait(
-                    submission=submission,
-                    timeout=float(options["timeout"]),
-                    report=self.stderr.write,
-                )
-            except JobsPending as exc:
-                self.stdout.write(str(submission.pk))
-                raise CommandError(str(exc)) from None
+        run_or_wait(self, submission=submission, options=options, reported_id=submission.pk)
         for ended in submission.jobs.filter(pk__gte=job.pk).order_by("pk"):
             note = f": {ended.error}" if ended.error else ""
             self.stderr.write(f"{ended.kind} job {ended.pk}: {ended.state}{note}")
