@@ -327,3 +327,13 @@ def scheme_keys(
         except (TypeError, ValueError, RecursionError):
             continue
     return tuple(found)
+
+
+def key_line(data: bytes | None, stored_key: str) -> int | None:
+    """The 1-based line where a JSON recording stores `"key": "<stored_key>"` (the evidence
+    links there), or None when it cannot be found in the first MiB."""
+    if not data:
+        return None
+    head = data[: 1 << 20]
+    found = re.search(rb'"key"\s*:\s*"' + re.escape(stored_key.encode()) + rb'"', head)
+    return head.count(b"\n", 0, found.start()) + 1 if found else None

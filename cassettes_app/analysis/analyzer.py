@@ -55,7 +55,9 @@ from cassettes_app.formats.conversation import SYNTHETIC
 from cassettes_app.formats.sniff import looks_binary
 from cassettes_app.keys import (
     DEFAULT_KEY_LENGTH,
+    canonical_request,
     is_key_shape,
+    key_line,
     mismatch_variants,
     recompute_key,
     scheme_keys,
@@ -63,11 +65,16 @@ from cassettes_app.keys import (
 from cassettes_app.parsed import LedgerEntry, ParsedFinding, ParsedRecording, ParseResult, TraceHop
 from cassettes_app.providers import Exchange, normalise
 from cassettes_app.secrets import SecretHit, TextProfile
+from cassettes_app.text import clipped
 
 ROLES = ("ledger", "trace", "recording")  # a file matched by several roles takes the first
 
 _HINTS = {"ledger": "ledger", "trace": "trace", "recording": None}
 OWN_MODEL = "the recording's own `model` field"
+
+
+# Characters of a recomputed canonical request kept in the evidence of a key that differs.
+CANONICAL_CHARS = 4_000
 
 
 class Analyzer:
@@ -266,7 +273,7 @@ class Analyzer:
                 self._interaction_secrets(rel, interaction, text_scanned)
             if role != "recording":
                 continue
-            self.facts.append(self._facts(rel, size, sha, recording, load_doc))
+            self.facts.append(self._facts(rel, size, sha, recording, load_doc, data))
             for interaction in recording.interactions:
                 exchange = normalise(
                     body_payload(interaction.request_body),
@@ -303,13 +310,20 @@ class Analyzer:
         return threads.KeyedExchange(tuple(request_keys), reply, model, payload)
 
     def _facts(
-        self, rel: str, size: int, sha: str, rec: ParsedRecording, load_doc: Callable[[], Any]
+        self,
+        rel: str,
+        size: int,
+        sha: str,
+        rec: ParsedRecording,
+        load_doc: Callable[[], Any],
+        data: bytes | None = None,
     ) -> RecordingFacts:
         """Compact facts of one recording: key comparison, model, times, size."""
         volatile = tuple(self.config.volatile_fields)
         first = rec.interactions[0] if rec.interactions else None
         payload = first.request_body.json if first is not None else None
         recomputed = None
+        canonical = None
         labels: tuple[str, ...] = ()
         kept: tuple[str, ...] = ()
         also: tuple[str, ...] = ()
@@ -324,6 +338,7 @@ class Analyzer:
             except (TypeError, ValueError, RecursionError):
                 recomputed = None
             if recomputed is not None and recomputed != rec.key:
+                canonical = clipped(canonical_request(payload, volatile), CANONICAL_CHARS)
                 if not shaped:
                     labels = ("stored key is not 8-64 hex digits, so no sha256 prefix",)
                 else:
@@ -369,6 +384,8 @@ class Analyzer:
             also_dropped=also,
             volatile_present=present,
             key_schemes=schemes,
+            key_line=key_line(data, rec.key) if rec.key is not None else None,
+            canonical=canonical,
             model=rec.model,
             model_source=rec.meta.get("model_source") or (OWN_MODEL if rec.model else None),
             served_models=tuple(dict.fromkeys(m for m in served if isinstance(m, str) and m)),

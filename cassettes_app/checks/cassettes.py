@@ -57,6 +57,8 @@ class RecordingFacts:
     also_dropped: tuple[str, ...] = ()  # other top-level fields whose dropping reproduces it
     volatile_present: tuple[str, ...] = ()  # volatile fields at the request's top level
     key_schemes: tuple[tuple[str, str], ...] = ()  # (scheme, key under it): keys.scheme_keys
+    key_line: int | None = None  # the line of the stored key in the file
+    canonical: str | None = None  # the canonical request recomputed, when the key differs
     model: str | None = None  # the recording's own model field (else the payload's)
     model_source: str | None = None  # where `model` was read ("the response's `model`")
     served_models: tuple[str, ...] = ()  # every model the payloads name, served one first
@@ -92,6 +94,8 @@ class KeyEntry:
     kept_fields: tuple[str, ...] = ()
     also_dropped: tuple[str, ...] = ()
     volatile_present: tuple[str, ...] = ()
+    line: int | None = None  # of the stored key in the file
+    canonical: str | None = None  # the canonical request the key was recomputed from
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -170,6 +174,8 @@ def key_report(facts: Iterable[RecordingFacts], *, infer: bool = False) -> KeyRe
             kept_fields=f.kept_fields,
             also_dropped=f.also_dropped,
             volatile_present=f.volatile_present,
+            line=f.key_line,
+            canonical=f.canonical,
         )
         report.entries.append(entry)
         if entry.matched:
@@ -215,6 +221,8 @@ def inferred_key_report(facts: list[RecordingFacts]) -> KeyReport:
                 kept_fields=f.kept_fields if brief else (),
                 also_dropped=f.also_dropped if brief else (),
                 volatile_present=f.volatile_present if brief else (),
+                line=f.key_line,
+                canonical=f.canonical if brief else None,
             )
         )
     if brief:
@@ -343,16 +351,21 @@ def cassettes_keys_match(facts: Sequence[RecordingFacts], config: AnalysisConfig
     evidence = []
     for entry in bad:
         why = "; ".join(entry.labels) if entry.labels else NO_VARIANT
-        evidence.append(
-            {
-                "message": f"stored key {entry.stored_key} != recomputed "
-                f"{entry.recomputed_key or '(not computable)'}: {why}",
-                "path": entry.path,
-                "stored_key": entry.stored_key,
-                "recomputed_key": entry.recomputed_key,
-                "explanations": list(entry.labels),
-            }
-        )
+        item: dict[str, Any] = {
+            "message": f"stored key {entry.stored_key} != recomputed "
+            f"{entry.recomputed_key or '(not computable)'}: {why}",
+            "path": entry.path,
+            "stored_key": entry.stored_key,
+            "recomputed_key": entry.recomputed_key,
+            "explanations": list(entry.labels),
+        }
+        if entry.line is not None:
+            item["line"] = entry.line
+        if entry.canonical is not None:
+            # What the key was recomputed from, to set beside the stored request by eye:
+            # a hand edit shows as a changed value, another normalisation as a changed form.
+            item["canonical"] = entry.canonical
+        evidence.append(item)
     summary = (
         f"{len(bad)} of {len(report.entries)} stored keys do not match their canonical request"
     )

@@ -489,3 +489,31 @@ def test_every_check_skips_without_recordings() -> None:
     assert cassettes_fresh([], CONFIG).status == "skip"
     assert cassettes_pruned([], CONFIG).status == "skip"
     assert cassettes_per_turn([], []).status == "skip"
+
+
+def test_a_key_that_differs_links_its_line_and_shows_the_canonical_request(tmp_path) -> None:
+    """The evidence opened the cassette at line 1; it now points at the stored key's line
+    and carries the canonical request the key was recomputed from."""
+    import json
+
+    from cassettes_app.analysis import AnalysisConfig, Analyzer
+    from cassettes_app.checks.catalog import KEYS_MATCH
+    from cassettes_app.keys import canonical_request, recompute_key
+
+    request = {"model": "m", "messages": [{"role": "user", "content": "refund order 7"}]}
+    good = recompute_key(request, ["user", "request_id", "id", "created"])
+    edited = {**request, "messages": [{"role": "user", "content": "refund order 8"}]}
+    body = {"request": edited, "response": {"choices": []}, "key": good, "model": "m"}
+    (tmp_path / "cassettes").mkdir()
+    (tmp_path / "cassettes" / f"{good}.json").write_text(json.dumps(body, indent=2))
+    config = AnalysisConfig(shape="cassette", recording_globs=("cassettes/*.json",))
+    analyzer = Analyzer(tmp_path, config)
+    for _ in analyzer.files():
+        pass
+    outcome = next(o for o in analyzer.checks() if o.id == KEYS_MATCH)
+    assert outcome.status == "fail"
+    item = next(e for e in outcome.evidence if e.get("stored_key") == good)
+    lines = (tmp_path / "cassettes" / f"{good}.json").read_text().splitlines()
+    assert lines[item["line"] - 1].strip().startswith('"key":')
+    assert item["canonical"] == canonical_request(edited, ["user", "request_id", "id", "created"])
+    assert "refund order 8" in item["canonical"]
