@@ -26,6 +26,7 @@ from cassettes_app.analysis.turns import (
 )
 from cassettes_app.checks import CheckOutcome, skip
 from cassettes_app.checks.cassettes import (
+    UNKNOWN_SHAPE,
     KeyReport,
     RecordingFacts,
     cassettes_fresh,
@@ -51,6 +52,7 @@ from cassettes_app.checks.trace import (
 from cassettes_app.config import AnalysisConfig
 from cassettes_app.formats import parse_file
 from cassettes_app.formats.base import OWN_FIELD as OWN_TIME
+from cassettes_app.formats.base import find_model
 from cassettes_app.formats.conversation import SYNTHETIC
 from cassettes_app.formats.sniff import looks_binary
 from cassettes_app.keys import (
@@ -283,6 +285,13 @@ class Analyzer:
                 if exchange.provider == "unknown":
                     continue  # fixtures, plain HTTP: nothing a conversation can be built from
                 self.exchanges.append(((rel, interaction.index), self._keyed(exchange)))
+        if role == "recording" and not result.recordings and result.format == UNKNOWN_SHAPE:
+            # Matched as a recording but in a shape no reader knows: still one of the
+            # submission's recordings (the replay counts it), with what can be read of it.
+            # A file that is not even a JSON object is a broken one, reported as such.
+            doc = load_doc()
+            if isinstance(doc, dict):
+                self.facts.append(unknown_shape_facts(rel, size, sha, doc))
 
     def _keyed(self, ex: Exchange) -> threads.KeyedExchange:
         """What threading needs of an exchange (message keys); the rest goes to the spool."""
@@ -630,3 +639,29 @@ class Analyzer:
         if not (self.ledger or cfg.ledger_globs):
             return []
         return [ledger_consistent(self.ledger, self.ledger_path or (cfg.ledger_globs or ("",))[0])]
+
+
+# A recording time at the top of a file of a shape no reader knows, in the usual spellings.
+_TIME_FIELDS = ("recorded_at", "recordedAt", "created_at", "createdAt", "created", "timestamp")
+
+
+def unknown_shape_facts(rel: str, size: int, sha: str, doc: Any) -> RecordingFacts:
+    """The facts of a recording no reader knows: its model where a payload keeps one (any
+    usual nesting), its time from a top-level time field; the rest unknown."""
+    found = find_model(doc) if isinstance(doc, dict) else None
+    raw = next(
+        (doc[k] for k in _TIME_FIELDS if isinstance(doc, dict) and doc.get(k) is not None), None
+    )
+    when = parse_time(raw)
+    return RecordingFacts(
+        path=rel,
+        format=UNKNOWN_SHAPE,
+        model=found[0] if found else None,
+        model_source=f"the file's `{found[1]}`" if found else None,
+        recorded_at=str(raw) if raw is not None else None,
+        time_source="a top-level time field" if when else None,
+        oldest=when,
+        newest=when,
+        size=size,
+        sha256=sha,
+    )

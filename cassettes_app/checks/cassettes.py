@@ -445,6 +445,10 @@ def cassettes_no_secrets(hits: Iterable[SecretHit]) -> CheckOutcome:
     return CheckOutcome(check, "fail", summary, evidence)
 
 
+# The format of a recording no reader knows (matched by the recording globs all the same).
+UNKNOWN_SHAPE = "unknown"
+
+
 def cassettes_model_metadata(facts: Sequence[RecordingFacts]) -> CheckOutcome:
     """Establishes that every recording names its model and its recording time."""
     check = MODEL_METADATA
@@ -455,7 +459,12 @@ def cassettes_model_metadata(facts: Sequence[RecordingFacts]) -> CheckOutcome:
     no_time = [f for f in facts if not f.recorded_at and f.oldest is None]
     bad_time = [f for f in facts if f.recorded_at and f.oldest is None]
     for f in no_model:
-        evidence.append({"message": "names no model", "path": f.path})
+        where = (
+            " where this tool looked (a shape it does not read)"
+            if f.format == UNKNOWN_SHAPE
+            else ""
+        )
+        evidence.append({"message": f"names no model{where}", "path": f.path})
     for f in no_time:
         why = _no_time_why(f, "no recording time")
         evidence.append({"message": f"age unknown: {why}", "path": f.path})
@@ -464,9 +473,19 @@ def cassettes_model_metadata(facts: Sequence[RecordingFacts]) -> CheckOutcome:
             {"message": f"recording time {f.recorded_at!r} is not a date", "path": f.path}
         )
     evidence += source_notes(facts)
-    if no_model:
+    # A file of a shape no reader knows may keep its model where this tool does not look:
+    # not finding it there is a warning, never a flaw found.
+    if [f for f in no_model if f.format != UNKNOWN_SHAPE]:
         return CheckOutcome(
             check, "fail", f"{len(no_model)} of {len(facts)} recordings name no model", evidence
+        )
+    if no_model:
+        return CheckOutcome(
+            check,
+            "warn",
+            f"{len(no_model)} of {len(facts)} recordings, of a shape this tool does not read, "
+            "name no model where it looked",
+            evidence,
         )
     if no_time or bad_time:
         vcr = all(f.format in _VCR_FORMATS for f in no_time) and no_time and not bad_time

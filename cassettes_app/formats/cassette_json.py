@@ -62,6 +62,8 @@ def _fill(result: ParseResult, path: str, data: bytes, limits: ParseLimits) -> N
     missing = [name for name in FIELDS if name not in doc]
     if "model" in missing and guess_model(None, doc.get("response"), doc.get("request")):
         missing.remove("model")  # named where the exchange holds it (set_models below)
+    if "key" in missing and "cache_key" in doc:
+        missing.remove("key")  # a cache entry keyed its own way: not the cassette task's key
     if missing:
         result.findings.append(
             ParsedFinding(

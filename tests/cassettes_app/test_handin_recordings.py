@@ -173,3 +173,43 @@ def test_keys_no_scheme_reproduces_warn_with_what_was_tried(tmp_path: Path) -> N
     assert keys.status == "warn"
     assert "no key scheme reproduces most of the 5 stored keys" in keys.summary
     assert any(m.startswith("tried: the brief's canonical request") for m in messages(keys))
+
+
+def test_fixtures_of_a_shape_no_reader_knows_are_still_the_submissions_recordings(
+    tmp_path: Path,
+) -> None:
+    """A ticket service's own fixtures ({line, model, content, recorded_at}) said 'no
+    recordings' to the recording checks while the replay counted them read; its cache files
+    ({cache_key, ticket}) may be matched too. Every file the globs match is a recording,
+    with what could be read of it; a model not found in a shape no reader knows is at most a
+    warning, and a cache file is never asked for a cassette key."""
+    root = tmp_path / "handin"
+    shutil.copytree(HANDINS / "rec-ticket-own-fixtures", root)
+    now = dt.datetime(2026, 12, 5, tzinfo=dt.UTC)
+    found = checks(root, shape="ticket-service", recording_globs=("fixtures/*.json",), now=now)
+    assert found["cassettes.model_metadata"].status == "pass"
+    assert found["cassettes.model_metadata"].summary.startswith("all 3 recordings name")
+    assert found["cassettes.fresh"].status == "pass"
+    both = checks(
+        root,
+        shape="ticket-service",
+        recording_globs=("fixtures/*.json", "cache/*.json"),
+        now=now,
+    )
+    metadata = both["cassettes.model_metadata"]
+    assert metadata.status == "warn"  # the cache files: no model where it looked
+    assert "3 of 6 recordings, of a shape this tool does not read" in metadata.summary
+    assert not any("lacks key" in m for m in messages(metadata))
+
+
+def test_a_cache_entry_keyed_its_own_way_is_not_asked_for_a_cassette_key() -> None:
+    from cassettes_app.formats import parse_file
+
+    entry = {
+        "cache_key": "7d0b681ad347ae81",
+        "request": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}]},
+        "response": {"model": MODEL, "choices": [{"message": {"content": "bug"}}]},
+        "recorded_at": "2026-12-04T09:39:38+00:00",
+    }
+    result = parse_file("cache/7d0b681ad347ae81.json", json.dumps(entry).encode())
+    assert not [f.message for f in result.findings if "lacks" in f.message]

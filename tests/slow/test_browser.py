@@ -163,7 +163,7 @@ def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
     wide_ctx.close()
     phone_ctx.close()
     page.goto(f"{base}/submissions/{flawed}/")
-    assert page.locator("#job-panel").inner_text().count("Passed") == 2
+    assert page.locator("#job-panel").inner_text().count("Finished") == 2
     # A failing check's evidence is open and names the hand-edited cassette.
     keys = page.locator("#checks tr", has_text="cassettes.keys_match")
     assert "1610a6524d6320f3" in keys.inner_text()

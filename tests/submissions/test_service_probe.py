@@ -479,7 +479,7 @@ def test_a_service_that_invents_first_seen_fails_naming_the_line() -> None:
     assert degrades.status == "fail"
     assert "invented first_seen" in degrades.summary
     assert "the line has no timestamp" in degrades.summary
-    assert any("no timestamp line 'worker-3" in e["message"] for e in degrades.evidence)
+    assert any("no timestamp log line 'worker-3" in e["message"] for e in degrades.evidence)
     assert checks["service.schema_valid"].status == "pass"
     assert checks["service.caches"].status == "pass"
     # The committed storm is not judged: only the lines written during the probe are.
