@@ -36,7 +36,9 @@ class UploadForm(forms.Form):
     candidate = forms.CharField(
         max_length=200, help_text="An existing candidate's name, or a new one to add."
     )
-    archive = forms.FileField(help_text="zip, tar, tar.gz, tar.bz2 or tar.xz")
+    archive = forms.FileField(
+        help_text="zip, tar, tar.gz, tar.bz2 or tar.xz, or a git bundle (judged at its HEAD)"
+    )
     stub_url = forms.URLField(
         required=False,
         max_length=500,

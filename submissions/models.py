@@ -83,6 +83,11 @@ class Submission(models.Model):
         REJECTED = "rejected", "Rejected"
         ERROR = "error", "Error"
 
+    class SourceKind(models.TextChoices):
+        ARCHIVE = "archive", "Archive"
+        BUNDLE = "bundle", "Git bundle"
+        REPOSITORY = "repository", "Repository"
+
     candidate = models.ForeignKey(Candidate, on_delete=models.PROTECT, related_name="submissions")
     assignment = models.ForeignKey(Assignment, on_delete=models.PROTECT, related_name="submissions")
     archive = models.FileField(upload_to="archives/%Y/%m/", max_length=300)
@@ -93,6 +98,14 @@ class Submission(models.Model):
     file_count = models.PositiveIntegerField(default=0)
     unpacked_bytes = models.PositiveBigIntegerField(default=0)
     stub_url = models.URLField(max_length=500, blank=True)
+    # Where the hand-in came from. A bundle or a repository is stored as a bundle (the
+    # archive above) and judged at one commit; the URL is kept without credentials.
+    source_kind = models.CharField(
+        max_length=20, choices=SourceKind.choices, default=SourceKind.ARCHIVE
+    )
+    source_url = models.CharField(max_length=500, blank=True)
+    source_ref = models.CharField(max_length=300, blank=True)
+    source_commit = models.CharField(max_length=40, blank=True, db_index=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RECEIVED)
     status_reason = models.TextField(blank=True)
     uploaded_by = models.ForeignKey(
@@ -114,9 +127,19 @@ class Submission(models.Model):
         ordering = ["-created"]
         constraints = [
             # The same archive uploaded twice for one candidate and assignment is one submission.
+            # A bundle is one per commit instead: the same file judged at another ref or
+            # --before is another hand-in.
             models.UniqueConstraint(
-                fields=["candidate", "assignment", "archive_sha256"], name="unique_upload"
-            )
+                fields=["candidate", "assignment", "archive_sha256"],
+                condition=Q(source_commit=""),
+                name="unique_upload",
+            ),
+            # The same commit handed in twice (two bundles, a bundle and a URL) is one too.
+            models.UniqueConstraint(
+                fields=["candidate", "assignment", "source_commit"],
+                condition=~Q(source_commit=""),
+                name="unique_commit",
+            ),
         ]
 
     def __str__(self) -> str:

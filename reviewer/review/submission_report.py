@@ -40,6 +40,12 @@ def report_build(submission: Submission) -> dict[str, Any]:
         "candidate": submission.candidate.name,
         "assignment": submission.assignment.slug,
         "archive_sha256": submission.archive_sha256,
+        "source": {
+            "kind": submission.source_kind,
+            "url": submission.source_url,
+            "ref": submission.source_ref,
+            "commit": submission.source_commit,
+        },
         "status": submission.status,
         "checks": checks,
         "findings": findings,

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 
 from submissions.intake.archive import Limits, extract_archive
+from submissions.intake.git import GitLimits, extract_bundle
 from submissions.models import Submission
 
 CHUNK = 1024 * 1024
@@ -27,6 +28,16 @@ def intake_limits() -> Limits:
     )
 
 
+def git_limits() -> GitLimits:
+    """The pack caps in force, from the archive caps: a history may inflate to twice a tree."""
+    limits = intake_limits()
+    return GitLimits(
+        max_pack_bytes=limits.max_upload_bytes,
+        max_object_bytes=limits.max_file_bytes,
+        max_inflated_bytes=2 * limits.max_total_bytes,
+    )
+
+
 def tree_path(submission: Submission) -> Path:
     """Where a submission's unpacked tree lives on this machine.
 
@@ -39,11 +50,15 @@ def tree_path(submission: Submission) -> Path:
 
 def submission_tree(submission: Submission) -> Path:
     """The unpacked tree on this machine, unpacked again from storage when missing here."""
-    return archive_tree(submission.archive.name, tree_path(submission))
+    commit = submission.source_commit or None
+    return archive_tree(submission.archive.name, tree_path(submission), commit=commit)
 
 
-def archive_tree(stored_name: str, dest: Path) -> Path:
-    """`dest` holding the stored archive unpacked; unpacked (with the intake caps) if missing."""
+def archive_tree(stored_name: str, dest: Path, *, commit: str | None = None) -> Path:
+    """`dest` holding the stored archive unpacked; unpacked (with the intake caps) if missing.
+
+    With `commit`, the stored file is a bundle, and the tree is that commit's.
+    """
     if dest.is_dir():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -52,7 +67,10 @@ def archive_tree(stored_name: str, dest: Path) -> Path:
         local = scratch / "archive"
         with default_storage.open(stored_name, "rb") as src, local.open("wb") as out:
             shutil.copyfileobj(src, out, CHUNK)
-        extract_archive(local, scratch / "tree", intake_limits())
+        if commit is None:
+            extract_archive(local, scratch / "tree", intake_limits())
+        else:
+            extract_bundle(local, scratch / "tree", intake_limits(), git_limits(), commit=commit)
         try:
             (scratch / "tree").rename(dest)
         except OSError:

@@ -8,7 +8,8 @@ import logging
 import shutil
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -19,8 +20,9 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.core.files import File
 from django.db import IntegrityError, transaction
 
-from submissions.intake.archive import ArchiveRejected, ExtractResult, extract_archive
-from submissions.intake.trees import CHUNK, intake_limits, tree_path
+from submissions.intake.archive import ArchiveRejected, extract_archive
+from submissions.intake.git import extract_bundle, is_bundle
+from submissions.intake.trees import CHUNK, git_limits, intake_limits, tree_path
 from submissions.jobs.queue import job_create
 from submissions.models import Assignment, Candidate, Finding, Job, Submission
 
@@ -99,6 +101,68 @@ def spool_upload(upload: IO[bytes], dest: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+@dataclass(frozen=True)
+class GitSource:
+    """How to judge a git hand-in: which ref, which commit, and where it came from."""
+
+    kind: str = Submission.SourceKind.BUNDLE
+    url: str = ""  # a repository's URL, credentials already stripped
+    ref: str | None = None
+    before: datetime | None = None
+
+
+@dataclass
+class _Unpacked:
+    """An upload checked by unpacking: what it unpacked to, or the rule that refused it."""
+
+    kind: str
+    format: str = ""
+    files: int = 0
+    total_bytes: int = 0
+    ref: str = ""
+    commit: str = ""
+    lfs_pointers: list[str] = field(default_factory=list)
+    rejected: ArchiveRejected | None = None
+
+
+def _unpack(spooled: Path, dest: Path, source: GitSource | None, bundle: bool) -> _Unpacked:
+    """Unpack an archive or a bundle into `dest`, or say which rule refused it."""
+    if not bundle:
+        try:
+            result = extract_archive(spooled, dest, intake_limits())
+        except ArchiveRejected as exc:
+            return _Unpacked(Submission.SourceKind.ARCHIVE, rejected=exc)
+        return _Unpacked(
+            Submission.SourceKind.ARCHIVE, result.format, result.files, result.total_bytes
+        )
+    source = source or GitSource()
+    try:
+        git = extract_bundle(
+            spooled, dest, intake_limits(), git_limits(), ref=source.ref, before=source.before
+        )
+    except ArchiveRejected as exc:
+        return _Unpacked(
+            source.kind,
+            "git bundle",
+            ref=exc.ref or source.ref or "",
+            commit=exc.commit,
+            rejected=exc,
+        )
+    return _Unpacked(
+        source.kind, git.format, git.files, git.total_bytes, git.ref, git.commit, git.lfs_pointers
+    )
+
+
+def _existing(
+    candidate: Candidate, assignment: Assignment, *, sha256: str = "", commit: str = ""
+) -> Submission | None:
+    """The submission already made from the same bytes, or from the same commit."""
+    same = Submission.objects.filter(candidate=candidate, assignment=assignment)
+    if commit:
+        return same.filter(source_commit=commit).first()
+    return same.filter(archive_sha256=sha256).first()
+
+
 def submission_create(
     *,
     upload: IO[bytes],
@@ -107,67 +171,82 @@ def submission_create(
     assignment: Assignment,
     stub_url: str = "",
     uploaded_by: AbstractBaseUser | AnonymousUser | None = None,
+    source: GitSource | None = None,
 ) -> IntakeResult:
-    """Store an archive as a submission, or return the one already made from the same bytes.
+    """Store an archive or a git bundle as a submission, or return the one already made.
 
-    The archive is unpacked once here, into a temporary folder, so a hostile or broken
-    archive is refused while the uploader waits, with the entry and the rule that refused it.
-    A refused archive is still kept as a `rejected` submission, so nothing sent is lost.
+    The upload is unpacked once here, into a temporary folder, so a hostile or broken
+    hand-in is refused while the uploader waits, with the entry and the rule that refused
+    it. A refused hand-in is still kept as a `rejected` submission, so nothing sent is lost.
+    The same bytes, or the same commit of a bundle or repository, give the same submission.
     """
     with upload_scratch("upload-") as scratch:
         spooled = scratch / "archive"
         sha256, size = spool_upload(upload, spooled)
-        existing = Submission.objects.filter(
-            candidate=candidate, assignment=assignment, archive_sha256=sha256
-        ).first()
+        # An archive is one submission per file; a bundle one per commit, known once read.
+        bundle = source is not None or is_bundle(spooled)
+        existing = None if bundle else _existing(candidate, assignment, sha256=sha256)
         if existing is not None:
             return IntakeResult(existing, created=False)
-
-        rejected: ArchiveRejected | None = None
-        result: ExtractResult | None = None
-        try:
-            result = extract_archive(spooled, scratch / "tree", intake_limits())
-        except ArchiveRejected as exc:
-            rejected = exc
-
+        unpacked = _unpack(spooled, scratch / "tree", source, bundle)
+        if unpacked.commit:
+            existing = _existing(candidate, assignment, commit=unpacked.commit)
+            if existing is not None:
+                return IntakeResult(existing, created=False)
+        submission = Submission(
+            candidate=candidate,
+            assignment=assignment,
+            archive_name=safe_archive_name(filename),
+            archive_sha256=sha256,
+            archive_size=size,
+            stub_url=stub_url,
+            uploaded_by=stored_uploader(uploaded_by),
+            source_kind=unpacked.kind,
+            source_url=source.url if source else "",
+            source_ref=unpacked.ref[:300],
+            source_commit=unpacked.commit,
+        )
         try:
             with transaction.atomic():
-                submission = Submission(
-                    candidate=candidate,
-                    assignment=assignment,
-                    archive_name=safe_archive_name(filename),
-                    archive_sha256=sha256,
-                    archive_size=size,
-                    stub_url=stub_url,
-                    uploaded_by=stored_uploader(uploaded_by),
-                )
-                if rejected is not None:
-                    submission.status = Submission.Status.REJECTED
-                    submission.status_reason = str(rejected)
-                else:
-                    assert result is not None
-                    submission.archive_format = result.format
-                    submission.file_count = result.files
-                    submission.unpacked_bytes = result.total_bytes
-                store_archive(submission, spooled, filename, sha256)
-                submission.save()
-                if submission.uploaded_by_id:
-                    submission.reviewers.add(submission.uploaded_by_id)
-                if rejected is not None:
-                    Finding.objects.create(
-                        submission=submission,
-                        kind="archive_rejected",
-                        severity=Finding.Severity.ERROR,
-                        path=(rejected.entry or "")[:1024],
-                        message=str(rejected),
-                    )
-                else:
-                    place_tree(scratch / "tree", tree_path(submission))
-                    job_create(submission=submission, kind=Job.Kind.INTAKE)
+                _save(submission, unpacked, spooled, scratch / "tree")
         except IntegrityError:
             # A concurrent upload of the same bytes won the race: answer with its submission.
-            existing = Submission.objects.get(
-                candidate=candidate, assignment=assignment, archive_sha256=sha256
-            )
-            return IntakeResult(existing, created=False)
-        return IntakeResult(submission, created=True, rejected=rejected)
+            found = _existing(candidate, assignment, sha256=sha256, commit=unpacked.commit)
+            assert found is not None
+            return IntakeResult(found, created=False)
+        return IntakeResult(submission, created=True, rejected=unpacked.rejected)
+
+
+def _save(submission: Submission, unpacked: _Unpacked, spooled: Path, tree: Path) -> None:
+    """Save the submission, its archive and findings; place its tree and queue intake."""
+    rejected = unpacked.rejected
+    if rejected is not None:
+        submission.status = Submission.Status.REJECTED
+        submission.status_reason = str(rejected)
+    else:
+        submission.archive_format = unpacked.format
+        submission.file_count = unpacked.files
+        submission.unpacked_bytes = unpacked.total_bytes
+    store_archive(submission, spooled, submission.archive_name, submission.archive_sha256)
+    submission.save()
+    if submission.uploaded_by_id:
+        submission.reviewers.add(submission.uploaded_by_id)
+    if rejected is not None:
+        Finding.objects.create(
+            submission=submission,
+            kind="archive_rejected",
+            severity=Finding.Severity.ERROR,
+            path=(rejected.entry or "")[:1024],
+            message=str(rejected),
+        )
+        return
+    for path in unpacked.lfs_pointers:
+        Finding.objects.create(
+            submission=submission,
+            kind="lfs_pointer",
+            severity=Finding.Severity.WARN,
+            path=path[:1024],
+            message="this recording is an LFS pointer: its content is not in the hand-in",
+        )
+    place_tree(tree, tree_path(submission))
+    job_create(submission=submission, kind=Job.Kind.INTAKE)

@@ -32,6 +32,17 @@ RULES = frozenset(
         "ratio",
         "bad_header",
         "decoder_memory",
+        # git bundles and repositories (submissions/intake/git)
+        "incomplete",
+        "no_such_ref",
+        "no_commit_before",
+        "pack_too_large",
+        "too_many_objects",
+        "object_too_large",
+        "history_too_large",
+        "delta_too_deep",
+        "fetch_refused",
+        "fetch_failed",
     }
 )
 
@@ -58,6 +69,10 @@ DEFAULT_LIMITS = Limits()
 
 class ArchiveRejected(Exception):
     """The archive was refused: `rule` is a stable id, `entry` the offending entry or None."""
+
+    # A git hand-in refused in its tree still names the ref and commit that were judged.
+    ref: str = ""
+    commit: str = ""
 
     def __init__(self, rule: str, detail: str, entry: str | None = None) -> None:
         # args mirror __init__ so the exception survives pickling (Celery results).

@@ -1,0 +1,122 @@
+"""Git repositories and bundles built with dulwich's own API (no git program), for tests."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+from hashlib import sha1
+
+from dulwich.bundle import create_bundle_from_repo, write_bundle
+from dulwich.objects import Blob, Commit, Tree
+from dulwich.repo import MemoryRepo
+
+Entry = bytes | str | tuple[int, bytes | str]
+
+
+def _tree(repo: MemoryRepo, files: dict[str, Entry]) -> bytes:
+    """Store a tree of `files` ({path: content or (mode, content)}); returns its id.
+
+    Paths split on "/" as given, so hostile names ("..", ".git") are stored as they are.
+    """
+    folders: dict[str, dict[str, Entry]] = {}
+    tree = Tree()
+    for path, value in files.items():
+        head, _, rest = path.partition("/")
+        if rest:
+            folders.setdefault(head, {})[rest] = value
+            continue
+        mode, content = value if isinstance(value, tuple) else (0o100644, value)
+        if mode == 0o160000:  # a gitlink names a commit that is not in the repository
+            tree.add(head.encode(), mode, sha1(b"elsewhere").hexdigest().encode())
+            continue
+        blob = Blob.from_string(content.encode() if isinstance(content, str) else content)
+        repo.object_store.add_object(blob)
+        tree.add(head.encode(), mode, blob.id)
+    for name, inner in folders.items():
+        tree.add(name.encode(), 0o040000, _tree(repo, inner))
+    repo.object_store.add_object(tree)
+    return tree.id
+
+
+def make_repo(
+    commits: list[dict[str, Entry]], *, times: list[int] | None = None, ref: bytes = b"main"
+) -> MemoryRepo:
+    """A repository whose branch `ref` holds one commit per tree, oldest first."""
+    repo = MemoryRepo()
+    parent: bytes | None = None
+    for index, files in enumerate(commits):
+        commit = Commit()
+        commit.tree = _tree(repo, files)
+        commit.parents = [parent] if parent else []
+        commit.author = commit.committer = b"Ada <ada@example.com>"
+        when = times[index] if times else 1_700_000_000 + index * 3600
+        commit.commit_time = commit.author_time = when
+        commit.commit_timezone = commit.author_timezone = 0
+        commit.message = f"commit {index}\n".encode()
+        repo.object_store.add_object(commit)
+        parent = commit.id
+    assert parent is not None
+    repo.refs[b"refs/heads/" + ref] = parent
+    repo.refs.set_symbolic_ref(b"HEAD", b"refs/heads/" + ref)
+    return repo
+
+
+def make_bundle(commits: list[dict[str, Entry]], **kwargs) -> bytes:
+    """A v2 bundle of `make_repo(commits)`: every ref, HEAD included."""
+    repo = make_repo(commits, **kwargs)
+    out = io.BytesIO()
+    bundle = create_bundle_from_repo(repo)
+    write_bundle(out, bundle)
+    bundle.close()
+    return out.getvalue()
+
+
+def _entry_header(kind: int, size: int) -> bytes:
+    out = bytearray([(kind << 4) | (size & 0x0F)])
+    size >>= 4
+    while size:
+        out[-1] |= 0x80
+        out.append(size & 0x7F)
+        size >>= 7
+    return bytes(out)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _ofs(back: int) -> bytes:
+    out = [back & 0x7F]
+    back >>= 7
+    while back:
+        back -= 1
+        out.insert(0, 0x80 | (back & 0x7F))
+        back >>= 7
+    return bytes(out)
+
+
+def copy_delta(source: int, target: int, copies: int = 1) -> bytes:
+    """A delta stating `target` bytes that copies the whole `source` `copies` times."""
+    cmd = bytes([0x80 | 0x10 | 0x20, source & 0xFF, (source >> 8) & 0xFF])
+    return _varint(source) + _varint(target) + cmd * copies
+
+
+def make_pack(base: bytes, deltas: list[bytes]) -> bytes:
+    """A pack of one blob and a chain of ofs-deltas, each against the entry before it."""
+    body = bytearray()
+    starts = []
+    starts.append(len(body) + 12)
+    body += _entry_header(3, len(base)) + zlib.compress(base)
+    for delta in deltas:
+        start = len(body) + 12
+        body += _entry_header(6, len(delta)) + _ofs(start - starts[-1]) + zlib.compress(delta)
+        starts.append(start)
+    pack = b"PACK" + struct.pack(">II", 2, 1 + len(deltas)) + bytes(body)
+    return pack + sha1(pack).digest()
