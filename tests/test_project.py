@@ -28,11 +28,14 @@ def parse(path: Path) -> ast.Module:
 def test_compose_describes_the_four_services_with_health_checks() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert set(services) == {"web", "worker", "redis", "postgres", "demo"}
+    assert set(services) == {"web", "worker", "beat", "redis", "postgres", "demo"}
     for name, service in services.items():
         assert "healthcheck" in service, name
     assert "gunicorn" in " ".join(services["web"]["command"])
     assert services["worker"]["command"][:4] == ["celery", "-A", "reviewer", "worker"]
+    # One scheduler for the deployment: no worker runs beat, one service does.
+    assert "-B" not in services["worker"]["command"]
+    assert services["beat"]["command"][:4] == ["celery", "-A", "reviewer", "beat"]
     assert services["web"]["volumes"] == services["worker"]["volumes"]  # shared data volume
 
 
