@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,7 +42,9 @@ RUNTIME_FILES = Path(__file__).resolve().with_name("runtime")
 SITECUSTOMIZE = RUNTIME_FILES / "sitecustomize.py"
 
 
-LOCK_DIR = Path("/run/cassette-review")
+# Where the slot and uid locks live: one folder per host, shared by every process of the host
+# that uses the same sandbox uids (a setting for hosts whose /run is not writable or shared).
+LOCK_DIR = Path(os.environ.get("SANDBOX_LOCK_DIR") or "/run/cassette-review")
 
 
 WORK_MOUNT = "/work"

@@ -418,3 +418,18 @@ def _raiser(exc: Exception):
         raise exc
 
     return handler
+
+
+def test_the_sandbox_lock_folder_is_a_setting() -> None:
+    """Per-host paths are settings (#31): the slot and uid locks follow SANDBOX_LOCK_DIR."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from submissions.sandbox.types import LOCK_DIR; print(LOCK_DIR)"
+    env = {**os.environ, "SANDBOX_LOCK_DIR": "/var/lock/cr-test"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "/var/lock/cr-test", out.stderr
+    env.pop("SANDBOX_LOCK_DIR")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "/run/cassette-review", out.stderr
