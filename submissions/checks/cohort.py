@@ -30,6 +30,10 @@ from cassettes_app.checks.catalog import RECORDINGS_UNIQUE
 from submissions.checks.store import checks_store
 from submissions.models import Assignment, CheckResult, Job, ResponseId, Submission
 
+# The evidence key of the other side ({"submission": id, "path": ...}): pages show it only
+# to a viewer who may see that submission, and a shared report never prints it.
+OTHER = "other"
+
 # Matching rows read per judgment: an id every hand-in shares (a sample recording handed
 # out with the brief) must not make each judgment read the whole cohort.
 MAX_MATCHES = 2000
@@ -102,7 +106,7 @@ def _item(value: str, path: str, kind: str, other: int, other_path: str) -> dict
         "path": path,
         "id": value,
         "kind": kind,
-        "other": {"submission": other, "path": other_path},
+        OTHER: {"submission": other, "path": other_path},
     }
 
 
@@ -126,8 +130,7 @@ def _named_before(submission: Submission) -> set[int]:
         pk
         for pk, evidence in failing
         if any(
-            isinstance(e, dict) and (e.get("other") or {}).get("submission") in own
-            for e in evidence
+            isinstance(e, dict) and (e.get(OTHER) or {}).get("submission") in own for e in evidence
         )
     }
 
