@@ -408,6 +408,32 @@ class TraceRow(models.Model):
         return f"{self.method} {self.url} ({self.status})"
 
 
+class ResponseId(models.Model):
+    """A response id a provider issued, recorded in one of the submission's recordings
+    (`cassettes_app.response_ids`): the fingerprint `cohort.recordings_unique` looks up in
+    the other hand-ins of the assignment. Written with the analysis, replaced by the next."""
+
+    # Kept per submission: enough for any honest hand-in, bounded for a hostile one.
+    MAX_PER_SUBMISSION = 5000
+
+    submission = models.ForeignKey(
+        Submission, on_delete=models.CASCADE, related_name="response_ids"
+    )
+    value = models.CharField(max_length=200)
+    path = models.CharField(max_length=1024)  # the first recording that holds it
+    kind = models.CharField(max_length=40)  # where it was: body.id, header:request-id, ...
+
+    class Meta:
+        ordering = ["path", "pk"]
+        constraints = [
+            # Led by the value: the index that finds another hand-in holding the same id.
+            models.UniqueConstraint(fields=["value", "submission"], name="one_response_id_each")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.value} in {self.path}"
+
+
 class Rerecord(models.Model):
     """A reviewer's re-recorded version of a submission's recordings, uploaded as an archive."""
 

@@ -20,9 +20,19 @@ from django.utils.dateparse import parse_datetime
 
 from cassettes_app.analysis import Analyzer, FileReport
 from cassettes_app.parsed import Body, ParsedFinding, ParsedRecording
+from cassettes_app.response_ids import response_ids
 from cassettes_app.secrets import TextProfile, redact_message
 from submissions.blobs import BlobWriter, bulk_insert
-from submissions.models import Finding, Interaction, Job, Recording, Submission, TraceRow, Turn
+from submissions.models import (
+    Finding,
+    Interaction,
+    Job,
+    Recording,
+    ResponseId,
+    Submission,
+    TraceRow,
+    Turn,
+)
 from submissions.redact import redact_header, redact_text
 
 _BATCH = 1000
@@ -84,6 +94,9 @@ class _Store:
         self.recordings: list[Recording] = []
         self.interactions: list[tuple[Recording, Interaction]] = []
         self.rows: list[tuple[Recording, TraceRow]] = []
+        # The recorded response ids, each value once (its first recording), capped.
+        self.response_ids: list[ResponseId] = []
+        self.id_values: set[str] = set()
         self.by_path: dict[str, int] = {}
         # Turns each path's recordings add (one per exchange), written with its first
         # recording; checked against the turns actually stored.
@@ -120,6 +133,7 @@ class _Store:
                 rec.meta = _meta(parsed.meta)
                 for inter in parsed.interactions:
                     self.interactions.append((rec, self._interaction(inter)))
+                self._response_ids(parsed, rec.path)
             self.recordings.append(rec)
             first = first or rec
         assert first is not None
@@ -131,6 +145,19 @@ class _Store:
         self.report = None
         if len(self.recordings) + len(self.interactions) + len(self.rows) >= _BATCH:
             self.flush()
+
+    def _response_ids(self, parsed: ParsedRecording, path: str) -> None:
+        """Queue the response ids this recording holds that no earlier one of the tree did."""
+        for found in response_ids(parsed.interactions):
+            if len(self.id_values) >= ResponseId.MAX_PER_SUBMISSION:
+                return  # the rest of a hostile tree's ids are not kept
+            if found.value not in self.id_values:
+                self.id_values.add(found.value)
+                self.response_ids.append(
+                    ResponseId(
+                        submission=self.submission, value=found.value, path=path, kind=found.kind
+                    )
+                )
 
     def _interaction(self, inter: Any) -> Interaction:
         return Interaction(
@@ -186,6 +213,8 @@ class _Store:
                 row.recording_id = rec.pk
             bulk_insert(Interaction, [i for _, i in self.interactions])
             bulk_insert(TraceRow, [r for _, r in self.rows])
+            ResponseId.objects.bulk_create(self.response_ids, batch_size=_BATCH)
+        self.response_ids.clear()
         self.recordings.clear()
         self.interactions.clear()
         self.rows.clear()
@@ -219,6 +248,7 @@ def _meta(meta: dict[str, Any]) -> dict[str, Any]:
 def recordings_clear(*, submission: Submission) -> None:
     """Remove what an earlier analysis of this submission stored (a re-run replaces it)."""
     Turn.objects.filter(submission=submission).delete()
+    ResponseId.objects.filter(submission=submission).delete()
     TraceRow.objects.filter(submission=submission).delete()
     Recording.objects.filter(submission=submission).delete()
     Finding.objects.filter(submission=submission, job__kind=Job.Kind.ANALYSIS).delete()

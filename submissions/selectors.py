@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Q, QuerySet
 
 from cassettes_app.checks import counted
-from cassettes_app.checks.catalog import CATALOG, IDEMPOTENCY_ENFORCED, NO_SECRETS
+from cassettes_app.checks.catalog import (
+    CATALOG,
+    IDEMPOTENCY_ENFORCED,
+    NO_SECRETS,
+    RECORDINGS_UNIQUE,
+)
 from cassettes_app.checks.rules import shape_rules
+from submissions.checks.cohort import OTHER
 from submissions.models import Assignment, CheckResult, Job, Recording, Submission
 
 _LIST_CAP = 200
@@ -180,3 +188,36 @@ def assignment_rules(assignment: Assignment) -> list[dict[str, object]]:
         }
         for cid, spec in CATALOG.items()
     ]
+
+
+@dataclass(frozen=True)
+class CohortOthers:
+    """The other hand-ins `cohort.recordings_unique` names for a submission, as one viewer
+    may see them: `visible` maps the submissions this viewer may open (pk -> Submission, its
+    candidate loaded); any other stays "another candidate's hand-in", neither name nor path
+    shown. `updated` is when the outcome was last written: another hand-in's analysis
+    rewrites it, with no job of this submission changing."""
+
+    updated: datetime | None = None
+    visible: dict[int, Submission] = field(default_factory=dict)
+
+
+def cohort_others(user: Any, submission: Submission) -> CohortOthers:
+    """What this viewer may see of the hand-ins this submission shares recorded ids with."""
+    row = (
+        submission.checks.filter(check_id=RECORDINGS_UNIQUE)
+        .values_list("evidence", "updated")
+        .first()
+    )
+    if row is None:
+        return CohortOthers()
+    evidence, updated = row
+    named = {
+        e[OTHER].get("submission")
+        for e in evidence
+        if isinstance(e, dict) and isinstance(e.get(OTHER), dict)
+    }
+    if not named:
+        return CohortOthers(updated)
+    seen = Submission.objects.visible_to(user).filter(pk__in=named).select_related("candidate")
+    return CohortOthers(updated, {s.pk: s for s in seen})

@@ -53,6 +53,7 @@ DEGRADES_GRACEFULLY = "service.degrades_gracefully"
 CACHES = "service.caches"
 ENTRYPOINTS = "docs.entrypoints"
 REPLAY_NOTES = "docs.replay_notes"
+RECORDINGS_UNIQUE = "cohort.recordings_unique"
 
 _ENV = "submissions.checks.environment"
 _REPLAY = "submissions.checks.replay"
@@ -63,6 +64,7 @@ _CASSETTES = "cassettes_app.checks.cassettes"
 _TRACE = "cassettes_app.checks.trace"
 _ENTRYPOINTS = "cassettes_app.checks.docs.entrypoints"
 _REPLAY_NOTES = "cassettes_app.checks.docs.replay_notes"
+_COHORT = "submissions.checks.cohort"  # needs the other hand-ins of the assignment
 _LEDGER = "cassettes_app.checks.ledger"
 _ANALYZER = "cassettes_app.analysis.analyzer"  # skips model metadata for run-twice
 _RUNLOG = "cassettes_app.checks.runlog"  # run-twice: the model named in the run log
@@ -226,6 +228,13 @@ CATALOG: dict[str, CheckSpec] = {
             "Replay notes",
             "REPLAY.md names the normalised request fields, and they agree with the keys",
             _REPLAY_NOTES,
+        ),
+        CheckSpec(
+            RECORDINGS_UNIQUE,
+            "Recordings not copied",
+            "no recorded response id of this hand-in appears in another candidate's hand-in "
+            "of the same assignment (a provider issues each id once)",
+            _COHORT,
         ),
     )
 }

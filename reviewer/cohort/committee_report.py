@@ -47,6 +47,7 @@ from reviewer.cohort.cohort import (
 from reviewer.cohort.safe_text import SafeText
 from reviewer.models import Note, Review, RubricRow, ScoreEvent
 from reviewer.review.verdict import status_label, verdict_for
+from submissions.checks.cohort import OTHER
 from submissions.models import Assignment, CheckResult, Submission
 
 CSS_PATH = Path(__file__).resolve().parents[2] / "templates" / "reviewer" / "share" / "report.css"
@@ -275,11 +276,16 @@ def _check_groups(
 
 
 def _evidence_text(item: Any) -> str:
-    """One item of a check's evidence on one line (a string, or a dict's `key: value`s)."""
+    """One item of a check's evidence on one line (a string, or a dict's `key: value`s).
+
+    Never the other hand-in a cohort check names (`OTHER`): a shared file cannot follow who
+    may see that hand-in, so it says "another candidate's hand-in", as the message does.
+    """
     if isinstance(item, str):
         return item
     if isinstance(item, dict):
-        return "; ".join(f"{k}: {_evidence_text(v)}" for k, v in list(item.items())[:20])
+        shown = [(k, v) for k, v in item.items() if k != OTHER][:20]
+        return "; ".join(f"{k}: {_evidence_text(v)}" for k, v in shown)
     if isinstance(item, list):
         return json.dumps(item[:20], ensure_ascii=False, default=str)
     return json.dumps(item, ensure_ascii=False, default=str)

@@ -38,7 +38,7 @@ from reviewer.review.worklist import queue_for
 from reviewer.views.access import HtmxHttpRequest, get_submission_for_user
 from submissions.jobs.rerun import RERUN_KINDS, RerunRefused, submission_rerun
 from submissions.models import Job, Submission
-from submissions.selectors import evidence_context, jobs_context
+from submissions.selectors import cohort_others, evidence_context, jobs_context
 
 
 def _rubric_context(
@@ -280,7 +280,7 @@ def review_submit_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 # Bump when the evidence partials change, so no cached HTML of the old layout is served.
-_EVIDENCE_LAYOUT = 6
+_EVIDENCE_LAYOUT = 7
 
 
 _EVIDENCE_TTL = 3600
@@ -308,11 +308,14 @@ def evidence_html(request: HttpRequest, context: dict[str, Any]) -> dict[str, st
     submission: Submission = context["submission"]
     jobs: list[Job] = context["jobs"]
     pins = request_pins(request, submission, context)
+    # Blind across the cohort: another hand-in is named only to a viewer who may see it.
+    cohort = cohort_others(request.user, submission)
 
     def build() -> dict[str, str]:
         full = {
             **context,
             **evidence_context(submission, jobs, request.GET),
+            "cohort_others": cohort.visible,
             "pins": pins_by_target(pins),
             "can_pin": not settings.DEMO_MODE,
         }
@@ -331,6 +334,8 @@ def evidence_html(request: HttpRequest, context: dict[str, Any]) -> dict[str, st
             # Which submission this is, even if a deleted one's id is given again.
             (submission.archive_sha256, submission.created),
             [(j.pk, j.state, j.attempts, j.finished_at) for j in jobs],
+            # Another hand-in's analysis rewrites the cohort check; whom this user may see.
+            (cohort.updated, sorted(cohort.visible)),
             # Only the paging parameters change these sections (not ?pin=, ?submit=).
             sorted((k, v) for k, v in request.GET.lists() if k in _PAGE_PARAMS),
         )

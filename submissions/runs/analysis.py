@@ -2,13 +2,15 @@
 
 A thin handler: the analyser (`cassettes_app.analysis`) parses the tree and computes every
 static check from the assignment's settings (`analysis_config`, plain values);
-`submissions.recordings` stores what it parsed; `checks_store` writes the outcomes.
+`submissions.recordings` stores what it parsed; `checks_store` writes the outcomes; the
+cohort check compares the recorded response ids with the assignment's other hand-ins.
 """
 
 from __future__ import annotations
 
 from cassettes_app.analysis import Analyzer
 from submissions.assignments import analysis_config
+from submissions.checks.cohort import cohort_recordings_unique
 from submissions.checks.store import checks_store
 from submissions.intake.trees import submission_tree
 from submissions.jobs.queue import job_create
@@ -33,6 +35,8 @@ def _analysis(job: Job, progress: Progress) -> Outcome:
     progress.step("checks", 90)
     outcomes = analyzer.checks()
     checks_store(submission, job, outcomes)
+    # After the ids are stored (and committed): the cohort check reads them from the table.
+    outcomes.append(cohort_recordings_unique(submission=submission, job=job))
     findings_store(submission=submission, job=job, findings=analyzer.findings)
     _next_jobs(submission, job)
     failing = sum(1 for o in outcomes if o.status == "fail")

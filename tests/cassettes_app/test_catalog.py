@@ -18,6 +18,8 @@ DESIGN_IDS = {
     "cassettes.no_secrets",
     "cassettes.per_turn",
     "cassettes.pruned",
+    # Planned in DESIGN.md ("Planned with this round's issues"), built with issue #30.
+    "cohort.recordings_unique",
     "docs.entrypoints",
     "docs.replay_notes",
     "env.dependencies_installed",
