@@ -30,7 +30,8 @@ def _reconcile_at_start(**_: object) -> None:
     """Jobs orphaned while no worker ran are picked up as soon as one starts."""
     import logging
 
-    from submissions.jobs.queue import jobs_reconcile, worker_seen_now
+    from submissions.jobs.queue import jobs_reconcile
+    from submissions.jobs.workers import worker_beat
     from submissions.sandbox.slots import sandbox_problems
 
     # One real sandbox started: a container without user namespaces, a seccomp profile that
@@ -41,5 +42,30 @@ def _reconcile_at_start(**_: object) -> None:
         logging.getLogger(__name__).error("sandbox unavailable: %s", problem)
     if not problems:
         logging.getLogger(__name__).info("sandbox ready: a probe run started and ended cleanly")
-    worker_seen_now()
+    worker_beat(sandbox_problems=problems)
+    _start_beating()
     jobs_reconcile()
+
+
+def _start_beating() -> None:
+    """Publish this worker's heartbeat every WORKER_BEAT_SECONDS until the process ends (a
+    daemon thread of the worker's main process: it outlives no worker)."""
+    import logging
+    import threading
+
+    from django.conf import settings
+    from django.db import connections
+
+    from submissions.jobs.workers import worker_beat
+
+    def beat() -> None:
+        stop = threading.Event()
+        while not stop.wait(settings.WORKER_BEAT_SECONDS):
+            try:
+                worker_beat()
+            except Exception:  # a missed beat is harmless; the next one retries
+                logging.getLogger(__name__).exception("worker heartbeat failed")
+            finally:
+                connections.close_all()
+
+    threading.Thread(target=beat, name="worker-heartbeat", daemon=True).start()

@@ -14,13 +14,25 @@ _sandbox_seen: tuple[float, tuple[str, ...]] | None = None
 
 
 def sandbox_missing() -> tuple[str, ...]:
-    """What stops the sandbox on this host (static checks, cached for half a minute)."""
+    """What stops the sandbox where jobs run: the workers' own report (their heartbeats), so a
+    web host without bubblewrap says nothing while its workers' replays pass; only when no
+    worker is alive, this host's static checks (the embedded default, a host not started
+    yet). Cached for half a minute."""
     global _sandbox_seen
     now = time.monotonic()
     if _sandbox_seen is None or now - _sandbox_seen[0] > _SANDBOX_CHECK_SECONDS:
+        from submissions.jobs.workers import fresh_workers
         from submissions.sandbox.slots import sandbox_problems
 
-        _sandbox_seen = (now, tuple(sandbox_problems()))
+        workers = fresh_workers()
+        if workers:
+            # The banner is for a deployment whose replays will all fail: every live worker
+            # reports a problem. One able worker takes the replays.
+            broken = [w for w in workers if w.sandbox_problems]
+            found = tuple(broken[0].sandbox_problems) if len(broken) == len(workers) else ()
+        else:
+            found = tuple(sandbox_problems())
+        _sandbox_seen = (now, found)
     return _sandbox_seen[1]
 
 

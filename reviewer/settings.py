@@ -163,6 +163,10 @@ JOB_SOFT_TIME_LIMIT = env.int("JOB_SOFT_TIME_LIMIT", 900, minimum=1)
 JOB_TIME_LIMIT = env.int("JOB_TIME_LIMIT", 960, minimum=2)
 JOB_HEARTBEAT_SECONDS = env.int("JOB_HEARTBEAT_SECONDS", 10, minimum=1)
 JOB_STALE_SECONDS = env.int("JOB_STALE_SECONDS", 120, minimum=1)
+# Each worker process publishes a heartbeat row this often; a host none of whose workers was
+# seen for WORKER_STALE_SECONDS is dead, whichever host checks (its jobs are taken over).
+WORKER_BEAT_SECONDS = env.int("WORKER_BEAT_SECONDS", 10, minimum=1)
+WORKER_STALE_SECONDS = env.int("WORKER_STALE_SECONDS", 30, minimum=2)
 JOB_REQUEUE_AFTER_SECONDS = env.int("JOB_REQUEUE_AFTER_SECONDS", 60, minimum=0)
 JOB_LOG_MAX_BYTES = env.int("JOB_LOG_MAX_BYTES", 64 * 1024, minimum=1024)
 ENQUEUE_TIMEOUT_SECONDS = env.float("ENQUEUE_TIMEOUT_SECONDS", 3.0)

@@ -529,3 +529,24 @@ class RunFile(models.Model):
     @property
     def truncated(self) -> bool:
         return self.size > self.MAX_BYTES
+
+
+class WorkerBeat(models.Model):
+    """One worker process's sign of life, published by the worker itself every
+    WORKER_BEAT_SECONDS: its host, what its sandbox could not do at start, when last seen.
+    The pages read the workers' sandbox from here, not the web host's; the reconciler reads
+    which hosts are alive from here, whichever host it runs on."""
+
+    host = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    started = models.DateTimeField(auto_now_add=True)
+    seen = models.DateTimeField()
+    sandbox_problems = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-seen"]
+        constraints = [models.UniqueConstraint(fields=["host", "pid"], name="one_beat_per_worker")]
+        indexes = [models.Index(fields=["seen"])]
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.pid}"

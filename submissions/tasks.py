@@ -7,7 +7,7 @@ from django.db import OperationalError
 
 from submissions.jobs.engine import job_execute
 from submissions.jobs.locked import is_locked
-from submissions.jobs.queue import jobs_reconcile, worker_seen_now
+from submissions.jobs.queue import jobs_reconcile
 
 
 @shared_task(name="submissions.tasks.run_job", bind=True, max_retries=8)
@@ -25,5 +25,4 @@ def run_job(self, job_id: int) -> str | None:
 @shared_task(name="submissions.tasks.reconcile")
 def reconcile() -> dict[str, int]:
     """Re-enqueue jobs the broker lost and end or rescue those whose worker died."""
-    worker_seen_now()
     return jobs_reconcile()

@@ -7,7 +7,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from reviewer.celery import app
-from submissions.jobs.queue import worker_seen_at
+from submissions.jobs.workers import worker_seen_at
 
 BROKER_OK_KEY = "cr:broker-ok"
 
@@ -15,7 +15,7 @@ BROKER_OK_KEY = "cr:broker-ok"
 def queue_health() -> dict[str, object]:
     """Worker seen in the last minute, and whether the broker answers (cached for 15 s)."""
     seen = worker_seen_at()
-    age = None if seen is None else timezone.now().timestamp() - seen
+    age = None if seen is None else (timezone.now() - seen).total_seconds()
     reachable = cache.get(BROKER_OK_KEY)
     if reachable is None:
         try:

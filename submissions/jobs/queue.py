@@ -9,7 +9,6 @@ from functools import partial
 
 from celery import current_app
 from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -105,17 +104,3 @@ def jobs_reconcile(*, now: datetime | None = None) -> dict[str, int]:
             transaction.on_commit(partial(job_enqueue, job_id=job.pk))
             counts["rescued"] += 1
     return counts
-
-
-WORKER_SEEN_KEY = "cr:worker-seen"
-
-
-def worker_seen_at() -> float | None:
-    """When a worker last showed life (a POSIX timestamp), if ever."""
-    seen = cache.get(WORKER_SEEN_KEY)
-    return None if seen is None else float(seen)
-
-
-def worker_seen_now() -> None:
-    """Note that a worker is alive (its beat runs the reconciler every 30 s)."""
-    cache.set(WORKER_SEEN_KEY, timezone.now().timestamp(), 24 * 3600)

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from submissions.jobs.types import cap_log
+from submissions.jobs.workers import host_alive
 from submissions.models import Job, Submission
 from submissions.redact import redact_text
 
@@ -21,10 +22,13 @@ def runner_id() -> str:
 
 
 def runner_is_dead(runner: str) -> bool:
-    """True when the runner lived on this host and its process is gone."""
+    """True when the runner's process is gone: on this host, by its pid; on another host,
+    when none of that host's workers was seen for WORKER_STALE_SECONDS (its heartbeats)."""
     host, _, pid = runner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
+    if not pid.isdigit():
         return False
+    if host != socket.gethostname():
+        return host_alive(host) is False
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:

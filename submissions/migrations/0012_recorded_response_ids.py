@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('submissions', '0010_run_files'),
+        ('submissions', '0011_submission_source'),
     ]
 
     operations = [

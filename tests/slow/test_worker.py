@@ -56,6 +56,10 @@ def test_real_worker_runs_an_intake_job_to_passed(
         result.submission.refresh_from_db()
     assert result.submission.status == "ready"
     assert result.submission.checks.filter(check_id="cassettes.keys_match").exists()
+    # The worker published its heartbeat (host, pid, its sandbox's report) at start.
+    from submissions.jobs.workers import fresh_workers
+
+    assert [w.pid for w in fresh_workers()] == [worker.pid]
 
 
 def _kill_job(assignment, candidate, small_zip) -> Job:

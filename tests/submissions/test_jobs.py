@@ -433,3 +433,48 @@ def test_the_sandbox_lock_folder_is_a_setting() -> None:
     env.pop("SANDBOX_LOCK_DIR")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "/run/cassette-review", out.stderr
+
+
+@pytest.mark.django_db
+def test_a_runner_on_another_host_is_dead_when_its_hosts_workers_went_quiet(settings) -> None:
+    """Another host's dead runner used to wait out JOB_STALE_SECONDS (120 s); its workers'
+    heartbeats now tell within WORKER_STALE_SECONDS, whichever host asks."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from submissions.jobs.state import runner_is_dead
+    from submissions.models import WorkerBeat
+
+    settings.WORKER_STALE_SECONDS = 30
+    assert runner_is_dead("other-host:4242") is False  # no beat ever: nothing is known
+    beat = WorkerBeat.objects.create(host="other-host", pid=17, seen=timezone.now())
+    assert runner_is_dead("other-host:4242") is False  # its host is alive
+    beat.seen = timezone.now() - timedelta(seconds=31)
+    beat.save()
+    assert runner_is_dead("other-host:4242") is True  # every worker of the host went quiet
+    WorkerBeat.objects.create(host="other-host", pid=18, seen=timezone.now())
+    assert runner_is_dead("other-host:4242") is False  # one of its workers still beats
+
+
+@pytest.mark.django_db
+def test_the_sandbox_banner_speaks_of_the_workers_not_the_web_host(monkeypatch) -> None:
+    """A web host without bubblewrap said on every page that replays would fail while the
+    workers' replays passed: the workers' own reports decide now."""
+    from django.utils import timezone
+
+    from reviewer import context
+    from submissions.models import WorkerBeat
+
+    monkeypatch.setattr(
+        "submissions.sandbox.slots.sandbox_problems", lambda **_: ["bwrap: not installed here"]
+    )
+    monkeypatch.setattr(context, "_sandbox_seen", None)
+    assert context.sandbox_missing() == ("bwrap: not installed here",)  # no worker: this host
+    able = WorkerBeat.objects.create(host="w1", pid=1, seen=timezone.now(), sandbox_problems=[])
+    monkeypatch.setattr(context, "_sandbox_seen", None)
+    assert context.sandbox_missing() == ()  # a live worker's sandbox works
+    able.sandbox_problems = ["no user namespaces"]
+    able.save()
+    monkeypatch.setattr(context, "_sandbox_seen", None)
+    assert context.sandbox_missing() == ("no user namespaces",)  # every live worker is broken
