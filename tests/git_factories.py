@@ -40,7 +40,11 @@ def _tree(repo: MemoryRepo, files: dict[str, Entry]) -> bytes:
 
 
 def make_repo(
-    commits: list[dict[str, Entry]], *, times: list[int] | None = None, ref: bytes = b"main"
+    commits: list[dict[str, Entry]],
+    *,
+    times: list[int] | None = None,
+    ref: bytes = b"main",
+    messages: list[str] | None = None,
 ) -> MemoryRepo:
     """A repository whose branch `ref` holds one commit per tree, oldest first."""
     repo = MemoryRepo()
@@ -53,7 +57,7 @@ def make_repo(
         when = times[index] if times else 1_700_000_000 + index * 3600
         commit.commit_time = commit.author_time = when
         commit.commit_timezone = commit.author_timezone = 0
-        commit.message = f"commit {index}\n".encode()
+        commit.message = (messages[index] if messages else f"commit {index}").encode() + b"\n"
         repo.object_store.add_object(commit)
         parent = commit.id
     assert parent is not None

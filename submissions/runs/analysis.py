@@ -10,6 +10,7 @@ from __future__ import annotations
 from cassettes_app.analysis import Analyzer
 from submissions.assignments import analysis_config
 from submissions.checks.store import checks_store
+from submissions.intake.provenance import submission_history
 from submissions.intake.trees import submission_tree
 from submissions.jobs.queue import job_create
 from submissions.jobs.types import Outcome, Progress
@@ -31,7 +32,7 @@ def _analysis(job: Job, progress: Progress) -> Outcome:
         submission=submission, analyzer=analyzer, step=progress.step, log=progress.log
     )
     progress.step("checks", 90)
-    outcomes = analyzer.checks()
+    outcomes = analyzer.checks(submission_history(submission, analyzer.recording_paths))
     checks_store(submission, job, outcomes)
     findings_store(submission=submission, job=job, findings=analyzer.findings)
     _next_jobs(submission, job)
