@@ -106,6 +106,9 @@ class Submission(models.Model):
     source_url = models.CharField(max_length=500, blank=True)
     source_ref = models.CharField(max_length=300, blank=True)
     source_commit = models.CharField(max_length=40, blank=True, db_index=True)
+    # The judged commit's committer date and subject line: the candidate's to set, shown.
+    source_commit_time = models.DateTimeField(null=True, blank=True)
+    source_commit_subject = models.CharField(max_length=300, blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RECEIVED)
     status_reason = models.TextField(blank=True)
     uploaded_by = models.ForeignKey(

@@ -17,7 +17,7 @@ from pathlib import PurePosixPath
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 
 from cassettes_app.checks.provenance import Change, CommitInfo, History
-from submissions.intake.git.objects import Objects
+from submissions.intake.git.objects import Objects, commit_subject
 
 MAX_COMMITS = 1000  # commits of history read for provenance
 
@@ -88,8 +88,7 @@ def tree_diff(
 
 
 def _info(commit: Commit) -> CommitInfo:
-    subject = commit.message.decode("utf-8", "replace").strip().split("\n", 1)[0]
-    return CommitInfo(commit.id.decode(), commit.commit_time, subject[:200])
+    return CommitInfo(commit.id.decode(), commit.commit_time, commit_subject(commit))
 
 
 def _commit(objects: Objects, sha: bytes) -> Commit | None:
