@@ -54,3 +54,101 @@ def test_an_archive_shows_no_commit(client, lead, assignment, candidate, small_z
     client.force_login(lead)
     page = client.get(s.get_absolute_url()).content.decode()
     assert "<dt>Commit</dt>" not in page
+
+
+# --- Check again -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def served(settings):
+    """A repository on loopback (allowed), and a submission judged at its tip."""
+    from submissions.intake.repository import submission_from_repository
+    from submissions.models import Candidate
+    from tests.conftest import assignment_apply
+    from tests.git_factories import make_repo, serve_repository
+
+    settings.OUTBOUND_ALLOW = ["127.0.0.0/8"]
+    repo = make_repo([{"v.txt": "one"}, {**SMALL_REPO, "v.txt": "two"}])
+    with serve_repository(repo) as url:
+        from submissions.assignments import assignment_values
+
+        assignment = assignment_apply(
+            values=assignment_values({"slug": "again", "title": "Again", "replay_command": ""})
+        )[0]
+        person = Candidate.objects.create(name="Ada")
+        s = submission_from_repository(url=url, candidate=person, assignment=assignment)
+        yield s.submission, repo
+
+
+def _check_again(client, lead, s, token=""):
+    client.force_login(lead)
+    response = client.post(reverse("ref_check", args=[s.pk]), {"token": token}, follow=True)
+    s.refresh_from_db()
+    return response.content.decode()
+
+
+def test_check_again_says_the_ref_is_unchanged(client, lead, served) -> None:
+    s, _ = served
+    checks = {c.check_id: c.status for c in s.checks.all()}
+    page = _check_again(client, lead, s)
+    assert s.ref_check_state == "same" and s.ref_checked_at is not None
+    assert "still points at the commit judged" in page
+    assert {c.check_id: c.status for c in s.checks.all()} == checks
+
+
+def test_check_again_reports_a_push_after_the_deadline(client, lead, served) -> None:
+    from tests.git_factories import add_commit
+
+    s, repo = served
+    judged = s.source_commit
+    later = add_commit(repo, {"v.txt": "three"}, parents=[judged.encode()], message="late fix")
+    page = _check_again(client, lead, s)
+    assert s.ref_check_state == "moved" and s.ref_check_commit == later.decode()
+    assert s.source_commit == judged  # what was judged stays
+    assert "moved on to" in page and "late fix" in page and "still in its history" in page
+
+
+def test_check_again_reports_a_rewritten_history(client, lead, served) -> None:
+    from tests.git_factories import add_commit
+
+    s, repo = served
+    judged = s.source_commit
+    add_commit(repo, {"v.txt": "rewritten"}, parents=[], message="squashed")
+    _check_again(client, lead, s)
+    assert s.ref_check_state == "rewritten" and s.source_commit == judged
+    assert "no longer in its history" in s.ref_check_detail
+
+
+def test_check_again_never_writes_on_get_and_is_hidden_in_the_demo(
+    client, lead, served, settings
+) -> None:
+    s, _ = served
+    client.force_login(lead)
+    assert client.get(reverse("ref_check", args=[s.pk])).status_code == 405
+    s.refresh_from_db()
+    assert s.ref_checked_at is None
+    page = client.get(s.get_absolute_url()).content.decode()
+    assert "Check again" in page and "not checked since intake" in page
+    settings.DEMO_MODE = True
+    page = client.get(s.get_absolute_url()).content.decode()
+    assert "Check again</button>" not in page
+
+
+def test_a_token_given_to_check_again_is_kept_nowhere(client, lead, served, caplog) -> None:
+    import json
+
+    from django.core.management import call_command
+
+    s, _ = served
+    token = "ghp_CheckAgainToken0123456789abcdefXYZ"
+    with caplog.at_level("DEBUG"):
+        page = _check_again(client, lead, s, token=token)
+    assert s.ref_check_state == "same"
+    out = io.StringIO()
+    call_command("dumpdata", stdout=out)
+    assert token not in out.getvalue()
+    assert token not in page
+    assert token not in caplog.text
+    report = io.StringIO()
+    call_command("report", str(s.pk), "--format", "json", stdout=report)
+    assert token not in report.getvalue() and json.loads(report.getvalue())["source"]["commit"]
