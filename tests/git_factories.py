@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import struct
@@ -93,8 +94,9 @@ def add_commit(
 
 
 @contextlib.contextmanager
-def serve_repository(repo: MemoryRepo) -> Iterator[str]:
-    """dulwich's own smart-HTTP server on loopback, serving `repo` at /repo.git."""
+def serve_repository(repo: MemoryRepo, *, token: str = "") -> Iterator[str]:
+    """dulwich's own smart-HTTP server on loopback, serving `repo` at /repo.git; with
+    `token`, only to requests that send it (Basic authentication's password), else 401."""
     from wsgiref.simple_server import WSGIRequestHandler, make_server
 
     from dulwich.server import DictBackend
@@ -104,7 +106,18 @@ def serve_repository(repo: MemoryRepo) -> Iterator[str]:
         def log_message(self, *args) -> None:
             pass
 
-    app = make_wsgi_chain(DictBackend({"/repo.git": repo}))
+    served = make_wsgi_chain(DictBackend({"/repo.git": repo}))
+
+    def app(environ, start_response):
+        sent = environ.get("HTTP_AUTHORIZATION", "")
+        if token and not (
+            sent.startswith("Basic ")
+            and base64.b64decode(sent[6:]).decode().partition(":")[2] == token
+        ):
+            start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="git"')])
+            return [b"authentication required"]
+        return served(environ, start_response)
+
     server = make_server("127.0.0.1", 0, app, handler_class=Quiet)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

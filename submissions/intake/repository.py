@@ -42,8 +42,11 @@ def submission_from_repository(
     before: datetime | None = None,
     stub_url: str = "",
     uploaded_by: AbstractBaseUser | AnonymousUser | None = None,
+    token: str = "",
 ) -> IntakeResult:
     """Fetch a repository's ref and store it as a submission judged at one commit.
+
+    `token` (an access token for a private repository) is used for this fetch only.
 
     A fetch the guard refuses, or that fails, stores nothing: UploadRejected with the rule.
     """
@@ -57,9 +60,11 @@ def submission_from_repository(
                 ref=ref,
                 allow=list(settings.OUTBOUND_ALLOW),
                 limits=git_limits(),
+                token=token,
             )
         except ArchiveRejected as exc:
-            raise UploadRejected(f"{exc.detail} ({exc.rule})") from None
+            detail = f"{exc.detail} ({exc.rule})"
+            raise UploadRejected(detail.replace(token, "***") if token else detail) from None
         source = GitSource(Submission.SourceKind.REPOSITORY, bare, name, before)
         with bundle.open("rb") as handle:
             return submission_create(

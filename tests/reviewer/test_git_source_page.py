@@ -152,3 +152,64 @@ def test_a_token_given_to_check_again_is_kept_nowhere(client, lead, served, capl
     report = io.StringIO()
     call_command("report", str(s.pk), "--format", "json", stdout=report)
     assert token not in report.getvalue() and json.loads(report.getvalue())["source"]["commit"]
+
+
+# --- the upload form: a repository URL and its token ---------------------------------------
+
+TOKEN = "ghp_UploadFormToken9876543210zyxwvuABC"
+
+
+def test_the_upload_form_takes_a_private_repository_with_its_token(
+    client, lead, assignment, settings, caplog
+) -> None:
+    import json
+
+    from django.core.management import call_command
+
+    from submissions.models import Submission
+    from tests.git_factories import make_repo, serve_repository
+
+    settings.OUTBOUND_ALLOW = ["127.0.0.0/8"]
+    client.force_login(lead)
+    repo = make_repo([{"v.txt": "one"}, {**SMALL_REPO, "v.txt": "two"}])
+    with serve_repository(repo, token=TOKEN) as url, caplog.at_level("DEBUG"):
+        form = {"candidate": "Grace", "repository_url": url, "ref": "main"}
+        refused = client.post(assignment.get_absolute_url(), form)
+        assert refused.status_code == 400 and not Submission.objects.exists()
+        assert "401" in refused.content.decode()
+        made = client.post(assignment.get_absolute_url(), {**form, "token": TOKEN}, follow=True)
+        s = Submission.objects.get()
+        again = _check_again(client, lead, s)  # without the token: says it is needed again
+        pages = [
+            refused.content.decode(),
+            made.content.decode(),
+            again,
+            client.get(s.get_absolute_url()).content.decode(),
+        ]
+    assert s.source_kind == "repository" and s.source_url == url
+    assert s.ref_check_state == "failed" and "needs its access token again" in s.ref_check_detail
+    dump = io.StringIO()
+    call_command("dumpdata", stdout=dump)
+    report = io.StringIO()
+    call_command("report", str(s.pk), "--format", "json", stdout=report)
+    assert json.loads(report.getvalue())["source"]["url"] == url
+    for text in (*pages, dump.getvalue(), report.getvalue(), caplog.text):
+        assert TOKEN not in text
+    assert TOKEN not in s.archive.read().decode("latin-1")
+
+
+def test_the_upload_form_wants_a_file_or_a_url(client, lead, assignment) -> None:
+    client.force_login(lead)
+    response = client.post(assignment.get_absolute_url(), {"candidate": "Grace"})
+    assert response.status_code == 400
+    assert "either an archive or bundle file, or a repository URL" in response.content.decode()
+
+
+def test_a_url_with_credentials_is_shown_again_without_them(client, lead, assignment) -> None:
+    client.force_login(lead)
+    response = client.post(
+        assignment.get_absolute_url(),
+        {"candidate": "Grace", "repository_url": f"https://ada:{TOKEN}@example.invalid/r.git"},
+    )
+    assert response.status_code == 400
+    assert TOKEN not in response.content.decode()
