@@ -56,6 +56,7 @@ urlpatterns = [
         "submissions/<int:pk>/review/submit/", submission.review_submit_view, name="review_submit"
     ),
     path("submissions/<int:pk>/rerun/", submission.jobs_rerun, name="jobs_rerun"),
+    path("submissions/<int:pk>/check-again/", submission.ref_check_view, name="ref_check"),
     path("submissions/<int:pk>/pins/", submission.note_pin_view, name="note_pin"),
     path("submissions/<int:pk>/diff/", diff.turn_diff, name="turn_diff"),
     path("submissions/<int:pk>/file/", files.submission_file, name="submission_file"),

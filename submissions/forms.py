@@ -37,7 +37,25 @@ class UploadForm(forms.Form):
         max_length=200, help_text="An existing candidate's name, or a new one to add."
     )
     archive = forms.FileField(
-        help_text="zip, tar, tar.gz, tar.bz2 or tar.xz, or a git bundle (judged at its HEAD)"
+        required=False,
+        help_text="zip, tar, tar.gz, tar.bz2 or tar.xz, or a git bundle (judged at its HEAD)",
+    )
+    repository_url = forms.CharField(
+        required=False,
+        max_length=500,
+        label="Or a repository URL",
+        help_text="https://… of a git repository: fetched now and judged at the commit its "
+        "ref names (a later push does not change what is judged).",
+    )
+    ref = forms.CharField(
+        required=False, max_length=300, help_text="The branch or tag to judge (default: HEAD)."
+    )
+    token = forms.CharField(
+        required=False,
+        max_length=500,
+        label="Access token",
+        widget=forms.PasswordInput(attrs={"autocomplete": "off"}),
+        help_text="For a private repository: used for this fetch only, never kept or shown.",
     )
     stub_url = forms.URLField(
         required=False,
@@ -53,7 +71,24 @@ class UploadForm(forms.Form):
         return name
 
     def clean_archive(self):
-        return _archive_checked(self.cleaned_data["archive"])
+        archive = self.cleaned_data.get("archive")
+        return _archive_checked(archive) if archive else None
+
+    def clean_repository_url(self) -> str:
+        url = self.cleaned_data.get("repository_url", "").strip()
+        if url and not url.startswith(("http://", "https://")):
+            raise forms.ValidationError("The repository URL must start with https://.")
+        return url
+
+    def clean(self):
+        data = super().clean()
+        has_archive = bool(data.get("archive"))
+        has_url = bool(data.get("repository_url"))
+        if has_archive == has_url and not self.errors:
+            raise forms.ValidationError(
+                "Give either an archive or bundle file, or a repository URL (one of them)."
+            )
+        return data
 
     def clean_stub_url(self) -> str:
         url = self.cleaned_data.get("stub_url", "")

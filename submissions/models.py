@@ -88,6 +88,12 @@ class Submission(models.Model):
         BUNDLE = "bundle", "Git bundle"
         REPOSITORY = "repository", "Repository"
 
+    class RefState(models.TextChoices):
+        SAME = "same", "Unchanged"
+        MOVED = "moved", "Moved on"
+        REWRITTEN = "rewritten", "Rewritten"
+        FAILED = "failed", "Not checked"
+
     candidate = models.ForeignKey(Candidate, on_delete=models.PROTECT, related_name="submissions")
     assignment = models.ForeignKey(Assignment, on_delete=models.PROTECT, related_name="submissions")
     archive = models.FileField(upload_to="archives/%Y/%m/", max_length=300)
@@ -106,6 +112,14 @@ class Submission(models.Model):
     source_url = models.CharField(max_length=500, blank=True)
     source_ref = models.CharField(max_length=300, blank=True)
     source_commit = models.CharField(max_length=40, blank=True, db_index=True)
+    # The judged commit's committer date and subject line: the candidate's to set, shown.
+    source_commit_time = models.DateTimeField(null=True, blank=True)
+    source_commit_subject = models.CharField(max_length=300, blank=True)
+    # *Check again* of a repository's ref: where it points now. Never the judged commit.
+    ref_checked_at = models.DateTimeField(null=True, blank=True)
+    ref_check_state = models.CharField(max_length=20, choices=RefState.choices, blank=True)
+    ref_check_commit = models.CharField(max_length=40, blank=True)
+    ref_check_detail = models.TextField(blank=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RECEIVED)
     status_reason = models.TextField(blank=True)
     uploaded_by = models.ForeignKey(

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import io
 import struct
+import threading
 import zlib
+from collections.abc import Iterator
 from hashlib import sha1
 
 from dulwich.bundle import create_bundle_from_repo, write_bundle
@@ -40,7 +44,11 @@ def _tree(repo: MemoryRepo, files: dict[str, Entry]) -> bytes:
 
 
 def make_repo(
-    commits: list[dict[str, Entry]], *, times: list[int] | None = None, ref: bytes = b"main"
+    commits: list[dict[str, Entry]],
+    *,
+    times: list[int] | None = None,
+    ref: bytes = b"main",
+    messages: list[str] | None = None,
 ) -> MemoryRepo:
     """A repository whose branch `ref` holds one commit per tree, oldest first."""
     repo = MemoryRepo()
@@ -53,13 +61,71 @@ def make_repo(
         when = times[index] if times else 1_700_000_000 + index * 3600
         commit.commit_time = commit.author_time = when
         commit.commit_timezone = commit.author_timezone = 0
-        commit.message = f"commit {index}\n".encode()
+        commit.message = (messages[index] if messages else f"commit {index}").encode() + b"\n"
         repo.object_store.add_object(commit)
         parent = commit.id
     assert parent is not None
     repo.refs[b"refs/heads/" + ref] = parent
     repo.refs.set_symbolic_ref(b"HEAD", b"refs/heads/" + ref)
     return repo
+
+
+def add_commit(
+    repo: MemoryRepo,
+    files: dict[str, Entry],
+    *,
+    parents: list[bytes],
+    message: str,
+    ref: bytes = b"refs/heads/main",
+    when: int = 1_800_000_000,
+) -> bytes:
+    """Add a commit of `files` on top of `parents` and point `ref` at it (a push, or with
+    parents that leave the old tip out, a force-push)."""
+    commit = Commit()
+    commit.tree = _tree(repo, files)
+    commit.parents = parents
+    commit.author = commit.committer = b"Ada <ada@example.com>"
+    commit.commit_time = commit.author_time = when
+    commit.commit_timezone = commit.author_timezone = 0
+    commit.message = message.encode() + b"\n"
+    repo.object_store.add_object(commit)
+    repo.refs[ref] = commit.id
+    return commit.id
+
+
+@contextlib.contextmanager
+def serve_repository(repo: MemoryRepo, *, token: str = "") -> Iterator[str]:
+    """dulwich's own smart-HTTP server on loopback, serving `repo` at /repo.git; with
+    `token`, only to requests that send it (Basic authentication's password), else 401."""
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from dulwich.server import DictBackend
+    from dulwich.web import make_wsgi_chain
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    served = make_wsgi_chain(DictBackend({"/repo.git": repo}))
+
+    def app(environ, start_response):
+        sent = environ.get("HTTP_AUTHORIZATION", "")
+        if token and not (
+            sent.startswith("Basic ")
+            and base64.b64decode(sent[6:]).decode().partition(":")[2] == token
+        ):
+            start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="git"')])
+            return [b"authentication required"]
+        return served(environ, start_response)
+
+    server = make_server("127.0.0.1", 0, app, handler_class=Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/repo.git"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def make_bundle(commits: list[dict[str, Entry]], **kwargs) -> bytes:

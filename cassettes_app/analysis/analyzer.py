@@ -42,6 +42,7 @@ from cassettes_app.checks.catalog import MODEL_METADATA
 from cassettes_app.checks.docs.entrypoints import docs_entrypoints
 from cassettes_app.checks.docs.replay_notes import docs_replay_notes
 from cassettes_app.checks.ledger import ledger_consistent
+from cassettes_app.checks.provenance import History, NoHistory, cassettes_provenance
 from cassettes_app.checks.runlog import RUN_LOG
 from cassettes_app.checks.trace import (
     trace_idempotency_keys_logged,
@@ -377,11 +378,7 @@ class Analyzer:
             turns = doc.get("turns") if isinstance(doc, dict) else None
             embedded = len(turns) if isinstance(turns, list) else 1
         served = [rec.meta.get("payload_model"), *rec.meta.get("models", ())]
-        raw_times = [
-            rec.recorded_at,
-            *(i.recorded_at for i in rec.interactions),
-            *rec.meta.get("times", ()),
-        ]
+        raw_times = _raw_times(rec)
         times = [t for t in (parse_time(r) for r in dict.fromkeys(raw_times) if r) if t]
         return RecordingFacts(
             path=rel,
@@ -398,7 +395,7 @@ class Analyzer:
             model=rec.model,
             model_source=rec.meta.get("model_source") or (OWN_MODEL if rec.model else None),
             served_models=tuple(dict.fromkeys(m for m in served if isinstance(m, str) and m)),
-            recorded_at=rec.recorded_at or next((r for r in raw_times if r), None),
+            recorded_at=own_time(rec),
             time_source=rec.meta.get("time_source") or (OWN_TIME if rec.recorded_at else None),
             oldest=min(times) if times else None,
             newest=max(times) if times else None,
@@ -594,10 +591,10 @@ class Analyzer:
             )
         return cassettes_model_metadata(self.facts)
 
-    def checks(self) -> list[CheckOutcome]:
+    def checks(self, history: History | NoHistory | None = None) -> list[CheckOutcome]:
         """Every static outcome: `cassettes.*`, `trace.*` and `ledger.consistent` when the
         tree or the assignment has a trace or a ledger, and `docs.*` (parsing and scanning
-        first if not done yet)."""
+        first if not done yet). `history`: the hand-in's git history, when it has one."""
         hits = list(self.secret_hits())
         _, blobs = self._analyse()
         cfg = self.config
@@ -608,6 +605,7 @@ class Analyzer:
             cassettes_fresh(self.facts, cfg),
             cassettes_pruned(self.facts, cfg),
             cassettes_per_turn(blobs, self.facts),
+            cassettes_provenance(history or NoHistory(), self.recording_paths, self.file_times),
             *self._trace_checks(),
             *self._ledger_checks(),
             docs_entrypoints(self.root, cfg.shape, cfg.replay_command),
@@ -618,6 +616,27 @@ class Analyzer:
                 shape=cfg.shape,
             ),
         ]
+
+    @property
+    def recording_paths(self) -> list[str]:
+        """The paths of the recordings found (after `files()`), each once, in order."""
+        return list(dict.fromkeys(f.path for f in self.facts))
+
+    def file_times(self, rel: str, data: bytes) -> tuple[str, ...]:
+        """The recording times of one version of a recording file, read as `files()` reads
+        them: each recording's own time (its field, else a Date header or an interaction's)."""
+        result = parse_file(rel, data, self.config.limits, format_hint=_HINTS["recording"])
+        if result.recordings:
+            return tuple(own_time(rec) or "" for rec in result.recordings)
+        if result.format != UNKNOWN_SHAPE:
+            return ()
+        try:
+            doc = safeload.load_json(data, self.config.limits)
+        except (safeload.LoadError, ValueError, RecursionError):
+            return ()
+        if not isinstance(doc, dict):
+            return ()
+        return (unknown_shape_facts(rel, len(data), "", doc).recorded_at or "",)
 
     def _trace_checks(self) -> list[CheckOutcome]:
         """The four static `trace.*` outcomes, when there is a trace or the assignment
@@ -639,6 +658,20 @@ class Analyzer:
         if not (self.ledger or cfg.ledger_globs):
             return []
         return [ledger_consistent(self.ledger, self.ledger_path or (cfg.ledger_globs or ("",))[0])]
+
+
+def _raw_times(rec: ParsedRecording) -> list[str | None]:
+    return [
+        rec.recorded_at,
+        *(i.recorded_at for i in rec.interactions),
+        *rec.meta.get("times", ()),
+    ]
+
+
+def own_time(rec: ParsedRecording) -> str | None:
+    """A recording's own time as the analysis reads it: its field, else the first time its
+    interactions or payloads carry (a Date header, a `created`)."""
+    return rec.recorded_at or next((r for r in _raw_times(rec) if r), None)
 
 
 # A recording time at the top of a file of a shape no reader knows, in the usual spellings.

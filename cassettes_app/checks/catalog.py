@@ -40,6 +40,7 @@ MODEL_METADATA = "cassettes.model_metadata"
 FRESH = "cassettes.fresh"
 PRUNED = "cassettes.pruned"
 PER_TURN = "cassettes.per_turn"
+PROVENANCE = "cassettes.provenance"
 STUB_HOPS_PRESENT = "trace.stub_hops_present"
 TOOL_CALLS_REACH_STUB = "trace.tool_calls_reach_stub"
 NO_INVENTED_IDS = "trace.no_invented_ids"
@@ -66,6 +67,7 @@ _ENTRYPOINTS = "cassettes_app.checks.docs.entrypoints"
 _REPLAY_NOTES = "cassettes_app.checks.docs.replay_notes"
 _COHORT = "submissions.checks.cohort"  # needs the other hand-ins of the assignment
 _LEDGER = "cassettes_app.checks.ledger"
+_PROVENANCE = "cassettes_app.checks.provenance"
 _ANALYZER = "cassettes_app.analysis.analyzer"  # skips model metadata for run-twice
 _RUNLOG = "cassettes_app.checks.runlog"  # run-twice: the model named in the run log
 _TRACE_ROWS = "submissions.checks.trace_live.rows"  # compared rows, live or re-driven
@@ -147,6 +149,13 @@ CATALOG: dict[str, CheckSpec] = {
             "One turn per recording",
             "multi-turn conversations are stored one turn per recording, not as one blob",
             _CASSETTES,
+        ),
+        CheckSpec(
+            PROVENANCE,
+            "Recordings' history",
+            "with the hand-in's git history: no recording was changed after the commit that "
+            "recorded it while its recording time stayed",
+            _PROVENANCE,
         ),
         CheckSpec(
             STUB_HOPS_PRESENT,

@@ -65,6 +65,9 @@ _SHAPE_RULES: dict[str, dict[str, Rule]] = {
         c.PRUNED: Rule(
             True, "no key has several files; equal responses under different keys are fine"
         ),
+        c.PROVENANCE: Rule(
+            True, "no cassette changed in a later commit while its recorded_at stayed"
+        ),
         c.ENTRYPOINTS: Rule(True, "make record, make test, make demo and a REPLAY.md"),
         c.REPLAY_NOTES: Rule(True, "REPLAY.md names the normalised fields the keys drop"),
         c.LEDGER_CONSISTENT: _no(_NO_LEDGER),
@@ -83,6 +86,10 @@ _SHAPE_RULES: dict[str, dict[str, Rule]] = {
             "the run log (out/run.log) names the model; fixtures hold only the response text",
         ),
         c.PER_TURN: _no("run-twice fixtures hold one response text each"),
+        c.PROVENANCE: _no(
+            "run-twice fixtures keep no recording time, so a re-record and a hand edit of "
+            "one look alike in the history"
+        ),
         c.ENTRYPOINTS: Rule(True, "./run.sh replay and ./run.sh record (tests welcome)"),
         c.REPLAY_NOTES: _no("the run-twice brief asks for no REPLAY.md"),
         **_WITHOUT_TRACE,

@@ -45,6 +45,10 @@ def report_build(submission: Submission) -> dict[str, Any]:
             "url": submission.source_url,
             "ref": submission.source_ref,
             "commit": submission.source_commit,
+            "commit_date": (
+                submission.source_commit_time.isoformat() if submission.source_commit_time else ""
+            ),
+            "commit_subject": submission.source_commit_subject,
         },
         "status": submission.status,
         "checks": checks,

@@ -8,11 +8,14 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods
 
 from reviewer.cohort.comparison import assignment_rows
 from submissions.assignments import PRESETS, AssignmentError, assignment_apply, assignment_values
 from submissions.forms import AssignmentForm, UploadForm
+from submissions.intake.git.fetch import split_credentials
+from submissions.intake.repository import submission_from_repository
 from submissions.intake.upload import UploadRejected, submission_create
 from submissions.models import Assignment, Candidate, Submission
 from submissions.selectors import assignment_rules
@@ -23,6 +26,7 @@ ASSIGNMENT_PAGE_SIZE = 50
 _SORTS = {"newest": "-created", "oldest": "created", "name": "candidate__name"}
 
 
+@sensitive_post_parameters("token")
 @login_required
 @require_http_methods(["GET", "POST"])
 def assignment_detail(request: HttpRequest, slug: str) -> HttpResponse:
@@ -92,27 +96,55 @@ def handle_upload(
     """The upload form of an assignment page: a redirect to the new submission, or the form."""
     form = UploadForm(request.POST or None, request.FILES or None)
     if request.method != "POST" or not form.is_valid():
-        return form, None
+        return _without_credentials(form), None
     candidate, _ = Candidate.objects.get_or_create(name=form.cleaned_data["candidate"])
     upload = form.cleaned_data["archive"]
+    field = "archive" if upload else "repository_url"
     try:
-        result = submission_create(
-            upload=upload,
-            filename=upload.name,
-            candidate=candidate,
-            assignment=assignment,
-            stub_url=form.cleaned_data["stub_url"],
-            uploaded_by=request.user,
-        )
+        if upload:
+            result = submission_create(
+                upload=upload,
+                filename=upload.name,
+                candidate=candidate,
+                assignment=assignment,
+                stub_url=form.cleaned_data["stub_url"],
+                uploaded_by=request.user,
+            )
+        else:
+            result = submission_from_repository(
+                url=form.cleaned_data["repository_url"],
+                ref=form.cleaned_data["ref"] or None,
+                token=form.cleaned_data["token"],
+                candidate=candidate,
+                assignment=assignment,
+                stub_url=form.cleaned_data["stub_url"],
+                uploaded_by=request.user,
+            )
     except UploadRejected as exc:
-        form.add_error("archive", str(exc))
-        return form, None
+        form.add_error(field, str(exc))
+        return _without_credentials(form), None
     submission = result.submission
     if request.user.pk is not None:  # signed in (login_required)
         submission.reviewers.add(request.user.pk)
     if result.reason:
-        form.add_error("archive", f"The archive was rejected: {result.reason}")
-        return form, None
+        what = "archive" if upload else "repository"
+        form.add_error(field, f"The {what} was rejected: {result.reason}")
+        return _without_credentials(form), None
     if not result.created:
-        messages.info(request, "This archive was already uploaded for this candidate.")
+        messages.info(request, "This hand-in was already uploaded for this candidate.")
     return form, redirect(submission)
+
+
+def _without_credentials(form: UploadForm) -> UploadForm:
+    """The form as shown again: a repository URL without the user and password it held
+    (the token field is never shown again: a password input does not render its value)."""
+    url = form.data.get("repository_url") if form.is_bound else None
+    if url:
+        try:
+            bare = split_credentials(url)[0]
+        except ValueError:  # not a URL at all: nothing of it is shown again
+            bare = ""
+        data = dict(form.data.items())
+        data["repository_url"] = bare
+        form.data = data
+    return form

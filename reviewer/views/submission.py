@@ -13,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.safestring import mark_safe
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
@@ -36,6 +37,7 @@ from reviewer.review.scoring import (
 from reviewer.review.verdict import Verdict, verdict_for
 from reviewer.review.worklist import queue_for
 from reviewer.views.access import HtmxHttpRequest, get_submission_for_user
+from submissions.intake.repository import ref_check
 from submissions.jobs.rerun import RERUN_KINDS, RerunRefused, submission_rerun
 from submissions.models import Job, Submission
 from submissions.selectors import cohort_others, evidence_context, jobs_context
@@ -376,3 +378,22 @@ def jobs_rerun(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.success(request, f"{job.get_kind_display()} queued again.")
     return redirect(f"{submission.get_absolute_url()}#job-panel")
+
+
+@sensitive_post_parameters("token")
+@login_required
+@require_POST
+def ref_check_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Fetch a repository submission's ref again; say whether it moved. Judges nothing anew.
+
+    The token field, when filled, is used for this fetch only: never stored, logged or shown.
+    """
+    submission = get_submission_for_user(request, pk)
+    if submission.source_kind != Submission.SourceKind.REPOSITORY:
+        messages.error(
+            request, "Only a hand-in fetched from a repository URL can be checked again."
+        )
+        return redirect(submission.get_absolute_url())
+    checked = ref_check(submission, token=request.POST.get("token", "").strip())
+    messages.info(request, f"Checked again: {checked.ref_check_detail}")
+    return redirect(f"{submission.get_absolute_url()}#submission-header")

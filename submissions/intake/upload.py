@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -123,6 +123,8 @@ class _Unpacked:
     commit: str = ""
     lfs_pointers: list[str] = field(default_factory=list)
     rejected: ArchiveRejected | None = None
+    commit_time: datetime | None = None
+    subject: str = ""
 
 
 def _unpack(spooled: Path, dest: Path, source: GitSource | None, bundle: bool) -> _Unpacked:
@@ -148,8 +150,17 @@ def _unpack(spooled: Path, dest: Path, source: GitSource | None, bundle: bool) -
             commit=exc.commit,
             rejected=exc,
         )
+    when = datetime.fromtimestamp(git.commit_time, UTC) if git.commit_time is not None else None
     return _Unpacked(
-        source.kind, git.format, git.files, git.total_bytes, git.ref, git.commit, git.lfs_pointers
+        source.kind,
+        git.format,
+        git.files,
+        git.total_bytes,
+        git.ref,
+        git.commit,
+        git.lfs_pointers,
+        commit_time=when,
+        subject=git.subject,
     )
 
 
@@ -205,6 +216,8 @@ def submission_create(
             source_url=source.url if source else "",
             source_ref=unpacked.ref[:300],
             source_commit=unpacked.commit,
+            source_commit_time=unpacked.commit_time,
+            source_commit_subject=unpacked.subject,
         )
         try:
             with transaction.atomic():

@@ -12,6 +12,7 @@ from cassettes_app.analysis import Analyzer
 from submissions.assignments import analysis_config
 from submissions.checks.cohort import cohort_recordings_unique
 from submissions.checks.store import checks_store
+from submissions.intake.provenance import submission_history
 from submissions.intake.trees import submission_tree
 from submissions.jobs.queue import job_create
 from submissions.jobs.types import Outcome, Progress
@@ -33,7 +34,7 @@ def _analysis(job: Job, progress: Progress) -> Outcome:
         submission=submission, analyzer=analyzer, step=progress.step, log=progress.log
     )
     progress.step("checks", 90)
-    outcomes = analyzer.checks()
+    outcomes = analyzer.checks(submission_history(submission, analyzer.recording_paths))
     checks_store(submission, job, outcomes)
     # After the ids are stored (and committed): the cohort check reads them from the table.
     outcomes.append(cohort_recordings_unique(submission=submission, job=job))

@@ -17,6 +17,7 @@ DESIGN_IDS = {
     "cassettes.model_metadata",
     "cassettes.no_secrets",
     "cassettes.per_turn",
+    "cassettes.provenance",  # planned in DESIGN.md with #28; built with its second step
     "cassettes.pruned",
     # Planned in DESIGN.md ("Planned with this round's issues"), built with issue #30.
     "cohort.recordings_unique",

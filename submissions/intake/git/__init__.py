@@ -27,13 +27,14 @@ from submissions.intake.git.objects import (
     BUNDLE_SIGNATURES,
     Objects,
     commit_before,
+    commit_subject,
     read_bundle,
     resolve_ref,
 )
 from submissions.intake.git.pack import GitLimits
 from submissions.intake.git.tree import write_tree
 
-__all__ = ["GitLimits", "GitResult", "extract_bundle", "is_bundle"]
+__all__ = ["GitLimits", "GitResult", "commit_subject", "extract_bundle", "is_bundle"]
 
 
 @dataclass
@@ -46,6 +47,8 @@ class GitResult:
     total_bytes: int
     lfs_pointers: list[str] = field(default_factory=list)
     format: str = "git bundle"
+    commit_time: int | None = None  # the committer date, epoch seconds
+    subject: str = ""  # the commit message's first line
 
 
 def is_bundle(path: Path) -> bool:
@@ -114,4 +117,6 @@ def _write(
         files=walked.files,
         total_bytes=sink.bytes,
         lfs_pointers=walked.lfs_pointers,
+        commit_time=chosen.commit_time,
+        subject=commit_subject(chosen),
     )

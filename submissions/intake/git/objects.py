@@ -141,6 +141,11 @@ def _peel(objects: Objects, sha: bytes, name: str) -> Commit:
     return obj
 
 
+def commit_subject(commit: Commit) -> str:
+    """The first line of a commit's message, as text, at most 300 characters."""
+    return commit.message.decode("utf-8", "replace").strip().split("\n", 1)[0][:300]
+
+
 def commit_before(objects: Objects, tip: Commit, before: datetime, limits: GitLimits) -> Commit:
     """The newest commit reachable from `tip` whose commit date is at or before `before`."""
     cutoff = before.timestamp()

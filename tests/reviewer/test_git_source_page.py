@@ -1,0 +1,215 @@
+"""A git hand-in's page: the commit judged, its date and subject, and where it came from."""
+
+from __future__ import annotations
+
+import io
+from unittest import mock
+
+import pytest
+from django.urls import reverse
+
+from submissions.intake.upload import submission_create
+from submissions.jobs import queue
+from tests.conftest import SMALL_REPO
+from tests.git_factories import make_bundle
+
+
+@pytest.fixture(autouse=True)
+def no_broker():
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        yield
+
+
+def _bundle_submission(assignment, candidate, commits=None, messages=None):
+    data = make_bundle(
+        commits or [{"v.txt": "one"}, SMALL_REPO], messages=messages or ["start", "Add cassettes"]
+    )
+    return submission_create(
+        upload=io.BytesIO(data), filename="h.bundle", candidate=candidate, assignment=assignment
+    ).submission
+
+
+def test_the_page_shows_the_commit_its_date_and_subject(
+    client, lead, assignment, candidate
+) -> None:
+    s = _bundle_submission(assignment, candidate)
+    assert s.source_commit_subject == "Add cassettes"
+    assert s.source_commit_time.isoformat() == "2023-11-14T23:13:20+00:00"
+    client.force_login(lead)
+    page = client.get(s.get_absolute_url()).content.decode()
+    assert s.source_commit[:10] in page
+    assert "2023-11-14 23:13:20" in page and "“Add cassettes”" in page
+    assert "refs/heads/main" in page and "Git bundle" in page
+    assert "commit dates are the candidate's to set" in page
+    shown = client.get(
+        reverse("submission_file", args=[s.pk]) + "?path=cassettes/0123456789abcdef.json"
+    )
+    assert s.source_commit[:10] in shown.content.decode()
+
+
+def test_an_archive_shows_no_commit(client, lead, assignment, candidate, small_zip) -> None:
+    s = submission_create(
+        upload=io.BytesIO(small_zip), filename="r.zip", candidate=candidate, assignment=assignment
+    ).submission
+    client.force_login(lead)
+    page = client.get(s.get_absolute_url()).content.decode()
+    assert "<dt>Commit</dt>" not in page
+
+
+# --- Check again -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def served(settings):
+    """A repository on loopback (allowed), and a submission judged at its tip."""
+    from submissions.intake.repository import submission_from_repository
+    from submissions.models import Candidate
+    from tests.conftest import assignment_apply
+    from tests.git_factories import make_repo, serve_repository
+
+    settings.OUTBOUND_ALLOW = ["127.0.0.0/8"]
+    repo = make_repo([{"v.txt": "one"}, {**SMALL_REPO, "v.txt": "two"}])
+    with serve_repository(repo) as url:
+        from submissions.assignments import assignment_values
+
+        assignment = assignment_apply(
+            values=assignment_values({"slug": "again", "title": "Again", "replay_command": ""})
+        )[0]
+        person = Candidate.objects.create(name="Ada")
+        s = submission_from_repository(url=url, candidate=person, assignment=assignment)
+        yield s.submission, repo
+
+
+def _check_again(client, lead, s, token=""):
+    client.force_login(lead)
+    response = client.post(reverse("ref_check", args=[s.pk]), {"token": token}, follow=True)
+    s.refresh_from_db()
+    return response.content.decode()
+
+
+def test_check_again_says_the_ref_is_unchanged(client, lead, served) -> None:
+    s, _ = served
+    checks = {c.check_id: c.status for c in s.checks.all()}
+    page = _check_again(client, lead, s)
+    assert s.ref_check_state == "same" and s.ref_checked_at is not None
+    assert "still points at the commit judged" in page
+    assert {c.check_id: c.status for c in s.checks.all()} == checks
+
+
+def test_check_again_reports_a_push_after_the_deadline(client, lead, served) -> None:
+    from tests.git_factories import add_commit
+
+    s, repo = served
+    judged = s.source_commit
+    later = add_commit(repo, {"v.txt": "three"}, parents=[judged.encode()], message="late fix")
+    page = _check_again(client, lead, s)
+    assert s.ref_check_state == "moved" and s.ref_check_commit == later.decode()
+    assert s.source_commit == judged  # what was judged stays
+    assert "moved on to" in page and "late fix" in page and "still in its history" in page
+
+
+def test_check_again_reports_a_rewritten_history(client, lead, served) -> None:
+    from tests.git_factories import add_commit
+
+    s, repo = served
+    judged = s.source_commit
+    add_commit(repo, {"v.txt": "rewritten"}, parents=[], message="squashed")
+    _check_again(client, lead, s)
+    assert s.ref_check_state == "rewritten" and s.source_commit == judged
+    assert "no longer in its history" in s.ref_check_detail
+
+
+def test_check_again_never_writes_on_get_and_is_hidden_in_the_demo(
+    client, lead, served, settings
+) -> None:
+    s, _ = served
+    client.force_login(lead)
+    assert client.get(reverse("ref_check", args=[s.pk])).status_code == 405
+    s.refresh_from_db()
+    assert s.ref_checked_at is None
+    page = client.get(s.get_absolute_url()).content.decode()
+    assert "Check again" in page and "not checked since intake" in page
+    settings.DEMO_MODE = True
+    page = client.get(s.get_absolute_url()).content.decode()
+    assert "Check again</button>" not in page
+
+
+def test_a_token_given_to_check_again_is_kept_nowhere(client, lead, served, caplog) -> None:
+    import json
+
+    from django.core.management import call_command
+
+    s, _ = served
+    token = "ghp_CheckAgainToken0123456789abcdefXYZ"
+    with caplog.at_level("DEBUG"):
+        page = _check_again(client, lead, s, token=token)
+    assert s.ref_check_state == "same"
+    out = io.StringIO()
+    call_command("dumpdata", stdout=out)
+    assert token not in out.getvalue()
+    assert token not in page
+    assert token not in caplog.text
+    report = io.StringIO()
+    call_command("report", str(s.pk), "--format", "json", stdout=report)
+    assert token not in report.getvalue() and json.loads(report.getvalue())["source"]["commit"]
+
+
+# --- the upload form: a repository URL and its token ---------------------------------------
+
+TOKEN = "ghp_UploadFormToken9876543210zyxwvuABC"
+
+
+def test_the_upload_form_takes_a_private_repository_with_its_token(
+    client, lead, assignment, settings, caplog
+) -> None:
+    import json
+
+    from django.core.management import call_command
+
+    from submissions.models import Submission
+    from tests.git_factories import make_repo, serve_repository
+
+    settings.OUTBOUND_ALLOW = ["127.0.0.0/8"]
+    client.force_login(lead)
+    repo = make_repo([{"v.txt": "one"}, {**SMALL_REPO, "v.txt": "two"}])
+    with serve_repository(repo, token=TOKEN) as url, caplog.at_level("DEBUG"):
+        form = {"candidate": "Grace", "repository_url": url, "ref": "main"}
+        refused = client.post(assignment.get_absolute_url(), form)
+        assert refused.status_code == 400 and not Submission.objects.exists()
+        assert "401" in refused.content.decode()
+        made = client.post(assignment.get_absolute_url(), {**form, "token": TOKEN}, follow=True)
+        s = Submission.objects.get()
+        again = _check_again(client, lead, s)  # without the token: says it is needed again
+        pages = [
+            refused.content.decode(),
+            made.content.decode(),
+            again,
+            client.get(s.get_absolute_url()).content.decode(),
+        ]
+    assert s.source_kind == "repository" and s.source_url == url
+    assert s.ref_check_state == "failed" and "needs its access token again" in s.ref_check_detail
+    dump = io.StringIO()
+    call_command("dumpdata", stdout=dump)
+    report = io.StringIO()
+    call_command("report", str(s.pk), "--format", "json", stdout=report)
+    assert json.loads(report.getvalue())["source"]["url"] == url
+    for text in (*pages, dump.getvalue(), report.getvalue(), caplog.text):
+        assert TOKEN not in text
+    assert TOKEN not in s.archive.read().decode("latin-1")
+
+
+def test_the_upload_form_wants_a_file_or_a_url(client, lead, assignment) -> None:
+    client.force_login(lead)
+    response = client.post(assignment.get_absolute_url(), {"candidate": "Grace"})
+    assert response.status_code == 400
+    assert "either an archive or bundle file, or a repository URL" in response.content.decode()
+
+
+def test_a_url_with_credentials_is_shown_again_without_them(client, lead, assignment) -> None:
+    client.force_login(lead)
+    response = client.post(
+        assignment.get_absolute_url(),
+        {"candidate": "Grace", "repository_url": f"https://ada:{TOKEN}@example.invalid/r.git"},
+    )
+    assert response.status_code == 400
+    assert TOKEN not in response.content.decode()
