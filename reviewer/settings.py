@@ -8,6 +8,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from reviewer.env import Env, load_or_create_secret_key
+from submissions.net.endpoints import parse_endpoints
 
 env = Env()
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -178,6 +179,11 @@ OUTBOUND_ALLOW = env.list("OUTBOUND_ALLOW", [])
 TRACE_MAX_ROWS = env.int("TRACE_MAX_ROWS", 500, minimum=1)
 TRACE_TIMEOUT_SECONDS = env.float("TRACE_TIMEOUT_SECONDS", 5.0)
 TRACE_MAX_BYTES = env.int("TRACE_MAX_BYTES", 1_000_000, minimum=1024)
+
+# Live spot checks: the team's model endpoints as JSON (submissions/net/endpoints.py). Each
+# names the environment variable holding its key; the key is read only when a call is made.
+SPOT_CHECK_ENDPOINTS = parse_endpoints(env.str("SPOT_CHECK_ENDPOINTS"))
+SPOT_CHECK_TIMEOUT_SECONDS = env.float("SPOT_CHECK_TIMEOUT_SECONDS", 60.0, minimum=1.0)
 
 # A hand-in's own dependencies: resolved (wheels only) against this index, on the host.
 PACKAGE_INDEX_URL = env.str("PACKAGE_INDEX_URL", "https://pypi.org/simple")

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q, QuerySet
 from django.urls import reverse
+from django.utils import timezone
 
 from cassettes_app.config import DEFAULT_ID_PATTERN
 from submissions.roles import is_hiring_lead
@@ -564,3 +565,28 @@ class WorkerBeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.host}:{self.pid}"
+
+
+class SpotSpend(models.Model):
+    """One live spot-check call to a team model endpoint: what it spent, for the caps.
+
+    Written before the call (calls=1, tokens = the recorded answer's usage as the estimate)
+    under a lock on the assignment row, then corrected to the usage the endpoint reported,
+    so two workers checking the same assignment cannot both pass a cap. Holds the endpoint's
+    name only, never its key."""
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="spot_spends")
+    submission = models.ForeignKey(
+        Submission, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    endpoint = models.CharField(max_length=40)
+    calls = models.PositiveIntegerField(default=1)
+    tokens = models.PositiveIntegerField(default=0)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        indexes = [models.Index(fields=["assignment", "endpoint", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint}: {self.calls} call(s), {self.tokens} tokens"

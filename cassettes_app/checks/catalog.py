@@ -41,6 +41,7 @@ FRESH = "cassettes.fresh"
 PRUNED = "cassettes.pruned"
 PER_TURN = "cassettes.per_turn"
 PROVENANCE = "cassettes.provenance"
+LIVE_SPOT_CHECK = "cassettes.live_spot_check"
 STUB_HOPS_PRESENT = "trace.stub_hops_present"
 TOOL_CALLS_REACH_STUB = "trace.tool_calls_reach_stub"
 NO_INVENTED_IDS = "trace.no_invented_ids"
@@ -68,6 +69,7 @@ _REPLAY_NOTES = "cassettes_app.checks.docs.replay_notes"
 _COHORT = "submissions.checks.cohort"  # needs the other hand-ins of the assignment
 _LEDGER = "cassettes_app.checks.ledger"
 _PROVENANCE = "cassettes_app.checks.provenance"
+_SPOT = "submissions.checks.spot_check"  # host-side: the team endpoint and its spend ledger
 _ANALYZER = "cassettes_app.analysis.analyzer"  # skips model metadata for run-twice
 _RUNLOG = "cassettes_app.checks.runlog"  # run-twice: the model named in the run log
 _TRACE_ROWS = "submissions.checks.trace_live.rows"  # compared rows, live or re-driven
@@ -156,6 +158,14 @@ CATALOG: dict[str, CheckSpec] = {
             "with the hand-in's git history: no recording was changed after the commit that "
             "recorded it while its recording time stayed",
             _PROVENANCE,
+        ),
+        CheckSpec(
+            LIVE_SPOT_CHECK,
+            "Live spot check",
+            "sampled recordings re-asked against the team's allowed model endpoint reproduce "
+            "on the graded fields (tool calls, finish reason, JSON structure); never a fail "
+            "on text drift alone",
+            _SPOT,
         ),
         CheckSpec(
             STUB_HOPS_PRESENT,

@@ -86,6 +86,11 @@ _SHAPE_RULES: dict[str, dict[str, Rule]] = {
             "the run log (out/run.log) names the model; fixtures hold only the response text",
         ),
         c.PER_TURN: _no("run-twice fixtures hold one response text each"),
+        c.LIVE_SPOT_CHECK: Rule(
+            True,
+            "a fixture that stores its chat request is re-asked; one holding only the "
+            "response text has nothing to re-ask and is skipped",
+        ),
         c.PROVENANCE: _no(
             "run-twice fixtures keep no recording time, so a re-record and a hand edit of "
             "one look alike in the history"
