@@ -28,6 +28,8 @@ NO_VARIANT = "hand-edited or another normalisation"
 
 _HEX = re.compile(r"[0-9a-fA-F]{8,64}")
 
+_KEY_FIELD = re.compile(rb'"key"\s*:\s*"')
+
 
 def _drop_top(payload: Any, volatile_fields: Iterable[str]) -> Any:
     """Drop volatile keys at the top level only; nested ids are part of the key."""
@@ -335,5 +337,12 @@ def key_line(data: bytes | None, stored_key: str) -> int | None:
     if not data:
         return None
     head = data[: 1 << 20]
-    found = re.search(rb'"key"\s*:\s*"' + re.escape(stored_key.encode()) + rb'"', head)
+    value = stored_key.encode() + b'"'
+    # One compiled pattern for every file, then the key compared as bytes: a pattern per key
+    # was compiled per file (re's cache holds 512), which cost more than the search. The
+    # field's spaces match one way only, so the first field that holds the key is the
+    # first match the per-key pattern would give.
+    found = _KEY_FIELD.search(head)
+    while found and not head.startswith(value, found.end()):
+        found = _KEY_FIELD.search(head, found.start() + 1)
     return head.count(b"\n", 0, found.start()) + 1 if found else None
