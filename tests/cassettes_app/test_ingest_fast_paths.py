@@ -395,3 +395,29 @@ def test_bulk_insert_skips_stored_and_repeated_keys(db: None) -> None:
         "b" * 64: b"new",
         "c" * 64: b"fast",
     }
+
+
+def test_bulk_insert_stores_text_columns_as_bulk_create_does(db: None) -> None:
+    """Its shortcut for text columns keeps what the ORM stores: a str subclass, a lazy
+    text and an empty text all read back the same."""
+    from django.utils.functional import lazy
+
+    from submissions.blobs import bulk_insert
+
+    class Text(str):
+        pass
+
+    values = ["application/json", Text("text/plain"), lazy(lambda: "text/html", str)(), ""]
+
+    def blobs(prefix: str) -> list[Blob]:
+        return [
+            Blob(sha256=f"{prefix}{i}".ljust(64, "0"), size=i, content_type=value, data=b"x")
+            for i, value in enumerate(values)
+        ]
+
+    bulk_insert(Blob, blobs("a"))
+    Blob.objects.bulk_create(blobs("b"))
+    rows = Blob.objects.order_by("sha256").values_list("sha256", "content_type", "storage_name")
+    ours = [row[1:] for row in rows if row[0].startswith("a")]
+    orm = [row[1:] for row in rows if row[0].startswith("b")]
+    assert ours == orm == [(str(v), "") for v in values]
