@@ -48,6 +48,10 @@ SAMPLES = [
     "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
     "\u212aey: T\u212aoken=zzzzzzzzzzzzzzzzzzzzzzzz İstanbul",  # Kelvin sign lowers to k
     "secret_token=ab" * 30,
+    '{"max_tokens": 64, "usage": {"prompt_tokens": 9, "total_tokens": 12}}',
+    "TOKENS: Zq8s7Hk2Lm4Np6Rt9Vw3Xy5 tokens-left=Zq8s7Hk2Lm4Np6Rt9Vw3Xy5 max tokens.",
+    '{"prompt_tokens": 9, "access_tokens_key": "Zq8s7Hk2Lm4Np6Rt9Vw3Xy5"}',
+    '{"prompt_tokens": 9} my_tokens\ttoken=Zq8s7Hk2Lm4Np6Rt9Vw3Xy5',
 ]
 
 
@@ -89,6 +93,24 @@ def test_a_pretty_printed_credential_the_file_scan_misses_is_still_redacted() ->
     redacted = secrets.redact_text(body, profile=secrets.text_profile(file_text))
     assert "Zq8s7Hk2Lm4Np6Rt9Vw3" not in redacted
     assert redacted == secrets.redact_text(body)
+
+
+def test_usage_counts_alone_leave_the_token_rule_out() -> None:
+    usage = '{"usage": {"prompt_tokens": 9, "completion_tokens": 3}, "max_tokens": 64}'
+    assert secrets.text_profile(usage).empty
+    assert not secrets.text_profile(usage.replace("max_tokens", "max_tokens_x")).empty
+    assert not secrets.text_profile("\u212aey tokens: 1").empty  # not ASCII: kept
+
+
+def test_a_string_ending_in_tokens_keeps_the_token_rule_for_the_text_it_joins() -> None:
+    # A stream's deltas are joined into one turn text: "my_tokens" + "_key=..." is a name
+    # the rule does not skip, though the file only shows `tokens"`.
+    deltas = ["my_tokens", "_key=Zq8s7Hk2Lm4Np6Rt9Vw3Xy5"]
+    file_text = json.dumps({"usage": {"prompt_tokens": 9}, "deltas": deltas})
+    joined = "".join(deltas)
+    profile = secrets.text_profile(file_text)
+    assert secrets.redact_text(joined, profile=profile) == secrets.redact_text(joined)
+    assert "Zq8s7Hk2Lm4Np6Rt9Vw3Xy5" not in secrets.redact_text(joined)
 
 
 def test_an_empty_profile_means_no_rule_can_fire() -> None:
