@@ -53,14 +53,21 @@ def drop_everywhere(value: Any, volatile_fields: Iterable[str]) -> Any:
     return walk(value)
 
 
-def canonical_request(payload: Any, volatile_fields: Iterable[str]) -> str:
-    """The canonical text of a request: top-level volatile keys dropped, sorted, compact."""
-    return json.dumps(
-        _drop_top(payload, volatile_fields),
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
+def canonical_request(
+    payload: Any, volatile_fields: Iterable[str], *, ascii_likely: bool = False
+) -> str:
+    """The canonical text of a request: top-level volatile keys dropped, sorted, compact.
+
+    `ascii_likely` (say, the payload came from a file `bodies.ascii_json` holds for) tries
+    json's ASCII encoder first, twice as fast: its text is the same whenever it escaped no
+    character as \\uXXXX (a non-ASCII character or DEL), else the text is made again.
+    """
+    value = _drop_top(payload, volatile_fields)
+    if ascii_likely:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+        if "\\u" not in text:
+            return text
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _digest(text: str) -> str:
@@ -72,10 +79,15 @@ def _length(length: int) -> int:
 
 
 def recompute_key(
-    payload: Any, volatile_fields: Iterable[str], length: int = DEFAULT_KEY_LENGTH
+    payload: Any,
+    volatile_fields: Iterable[str],
+    length: int = DEFAULT_KEY_LENGTH,
+    *,
+    ascii_likely: bool = False,
 ) -> str:
     """First `length` hex (8..64) of sha256 of the UTF-8 canonical request."""
-    return _digest(canonical_request(payload, volatile_fields))[: _length(length)]
+    text = canonical_request(payload, volatile_fields, ascii_likely=ascii_likely)
+    return _digest(text)[: _length(length)]
 
 
 def is_key_shape(key: str) -> bool:

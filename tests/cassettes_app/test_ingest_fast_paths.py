@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from cassettes_app import secrets
 from cassettes_app.analysis import AnalysisConfig, Analyzer
 from cassettes_app.bodies import ascii_json, decode_body
-from cassettes_app.keys import recompute_key
+from cassettes_app.keys import canonical_request, recompute_key
 from cassettes_app.secrets import profiles
 from submissions.assignments import assignment_values
 from submissions.blobs import blob_read
@@ -139,6 +139,25 @@ def test_ascii_sources_serialise_the_same_on_the_fast_path(raw: bytes) -> None:
 )
 def test_sources_that_may_hold_other_characters_are_not_ascii(raw: bytes) -> None:
     assert not ascii_json(raw)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"model": "m", "messages": [{"role": "user", "content": "plain"}], "id": 3},
+        {"content": "caf\u00e9 \u4e2d"},  # not ASCII: made again with the other encoder
+        {"content": "del\x7f bell\x07 nl\n"},
+        {"content": "lone \ud800 surrogate"},
+        {"content": "a backslash-u: \\u0041", "n": [1.5, True, None]},
+    ],
+)
+def test_a_canonical_request_is_the_same_text_on_the_ascii_path(payload: dict) -> None:
+    for volatile in ((), VOLATILE):
+        plain = canonical_request(payload, volatile)
+        assert canonical_request(payload, volatile, ascii_likely=True) == plain
+        assert recompute_key(payload, volatile, ascii_likely=True) == recompute_key(
+            payload, volatile
+        )
 
 
 # --------------------------------------------------------------------------- the analyser
