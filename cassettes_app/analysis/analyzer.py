@@ -24,6 +24,7 @@ from cassettes_app.analysis.turns import (
     message_dict,
     small_usage,
 )
+from cassettes_app.bodies import ascii_json
 from cassettes_app.checks import CheckOutcome, skip
 from cassettes_app.checks.cassettes import (
     UNKNOWN_SHAPE,
@@ -344,7 +345,8 @@ class Analyzer:
             length = len(rec.key) if shaped else DEFAULT_KEY_LENGTH
             present = tuple(v for v in volatile if v in payload)
             try:
-                recomputed = recompute_key(payload, volatile, length)
+                ascii_likely = data is not None and ascii_json(data)
+                recomputed = recompute_key(payload, volatile, length, ascii_likely=ascii_likely)
             except (TypeError, ValueError, RecursionError):
                 recomputed = None
             if recomputed is not None and recomputed != rec.key:

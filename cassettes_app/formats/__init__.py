@@ -36,7 +36,14 @@ from cassettes_app.formats import (
     trace,
     vcr,
 )
-from cassettes_app.formats.sniff import NO, jsonl_sample, looks_binary, looks_like, wide_encoding
+from cassettes_app.formats.sniff import (
+    NO,
+    SURE,
+    jsonl_sample,
+    looks_binary,
+    looks_like,
+    wide_encoding,
+)
 from cassettes_app.limits import DEFAULT_LIMITS, LoadError, ParseLimits
 from cassettes_app.parsed import ParsedFinding, ParseResult, Severity
 from cassettes_app.safefiles import NotRegular, open_regular
@@ -83,6 +90,12 @@ def _strip_gz(path: str) -> str:
 
 def rank(path: str, head: bytes) -> list[tuple[float, ModuleType]]:
     """Every reader that would take this file head, surest first (ties: FORMATS order)."""
+    return _rank(path, head, until_sure=False)
+
+
+def _rank(path: str, head: bytes, *, until_sure: bool) -> list[tuple[float, ModuleType]]:
+    """`rank`; with `until_sure`, stop at the first reader that is SURE (it wins: no score
+    is above SURE, and a tie goes to the reader listed first)."""
     if head.startswith(bodies.GZIP_MAGIC):
         head = bodies.peek_gzip(head, HEAD_BYTES)
         path = _strip_gz(path)
@@ -94,13 +107,17 @@ def rank(path: str, head: bytes) -> list[tuple[float, ModuleType]]:
             continue
         if score > NO:
             scored.append((score, module))
+            if until_sure and score >= SURE:
+                break
     scored.sort(key=lambda pair: -pair[0])  # stable: the first listed wins a tie
     return scored
 
 
 def detect(path: str, head: bytes) -> ModuleType | None:
     """The reader surest that this file head is its format, or None."""
-    ranked = rank(path, head)
+    # The sniffers after a SURE one cannot change the winner: asking them cost as much as
+    # parsing a cassette-task file.
+    ranked = _rank(path, head, until_sure=True)
     return ranked[0][1] if ranked else None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from cassettes_app.secrets.detectors import _GENERIC_FINDERS, _PROVIDERS
+from cassettes_app.secrets.detectors import _GENERIC_FINDERS, _GENERIC_NEEDLES, _PROVIDERS
 from cassettes_app.secrets.rules import _as_text
 
 # What each _PROVIDERS pattern cannot match without (case kept): a pattern made only of
@@ -96,14 +96,27 @@ class TextProfile(NamedTuple):
         return not self.providers and not self.generic
 
 
+# The token rule skips every name with `tokens` at its end (detectors._TOKEN_NAME_SKIP,
+# `tokens\b`): the usage counts of nearly every recorded model call ("prompt_tokens": 9,
+# "max_tokens": 64). A `token` seen only as such an ending cannot fire, in the text or in
+# any piece of it: a `tokens` before a character no name holds, or closing a JSON key. A
+# JSON string that ends in `tokens` (its `"` followed by no `:`) keeps the rule, as a turn's
+# text may join it to the next string (a stream's deltas) and so continue the name. Only
+# for ASCII text, whose lowercased copy is its own letters one for one.
+_TOKEN_RULE = _GENERIC_NEEDLES.index("token")
+_LIVE_TOKEN = re.compile(r'token(?!s(?:[^a-z0-9_"]|"[ \t\r\n]*:|\Z))')
+
+
 def _profile(text: str) -> tuple[TextProfile, str]:
     """The profile of text, and its lowercased copy (str.lower, so a superset of literals)."""
     providers = _providers_present(text)
     # str.lower maps each character on its own (final sigma aside, never ASCII), so a name
     # found by _ascii_lower in any piece of this text is also found in this copy.
     low = text.lower()
-    generic = frozenset(i for i, found in enumerate(_GENERIC_FINDERS) if found(low))
-    return TextProfile(providers, generic), low
+    generic = {i for i, found in enumerate(_GENERIC_FINDERS) if found(low)}
+    if _TOKEN_RULE in generic and text.isascii() and not _LIVE_TOKEN.search(low):
+        generic.discard(_TOKEN_RULE)
+    return TextProfile(providers, frozenset(generic)), low
 
 
 def text_profile(text: str) -> TextProfile:

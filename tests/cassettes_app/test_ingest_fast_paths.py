@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from cassettes_app import secrets
 from cassettes_app.analysis import AnalysisConfig, Analyzer
 from cassettes_app.bodies import ascii_json, decode_body
-from cassettes_app.keys import recompute_key
+from cassettes_app.keys import canonical_request, recompute_key
 from cassettes_app.secrets import profiles
 from submissions.assignments import assignment_values
 from submissions.blobs import blob_read
@@ -48,6 +48,10 @@ SAMPLES = [
     "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
     "\u212aey: T\u212aoken=zzzzzzzzzzzzzzzzzzzzzzzz İstanbul",  # Kelvin sign lowers to k
     "secret_token=ab" * 30,
+    '{"max_tokens": 64, "usage": {"prompt_tokens": 9, "total_tokens": 12}}',
+    "TOKENS: Zq8s7Hk2Lm4Np6Rt9Vw3Xy5 tokens-left=Zq8s7Hk2Lm4Np6Rt9Vw3Xy5 max tokens.",
+    '{"prompt_tokens": 9, "access_tokens_key": "Zq8s7Hk2Lm4Np6Rt9Vw3Xy5"}',
+    '{"prompt_tokens": 9} my_tokens\ttoken=Zq8s7Hk2Lm4Np6Rt9Vw3Xy5',
 ]
 
 
@@ -91,6 +95,24 @@ def test_a_pretty_printed_credential_the_file_scan_misses_is_still_redacted() ->
     assert redacted == secrets.redact_text(body)
 
 
+def test_usage_counts_alone_leave_the_token_rule_out() -> None:
+    usage = '{"usage": {"prompt_tokens": 9, "completion_tokens": 3}, "max_tokens": 64}'
+    assert secrets.text_profile(usage).empty
+    assert not secrets.text_profile(usage.replace("max_tokens", "max_tokens_x")).empty
+    assert not secrets.text_profile("\u212aey tokens: 1").empty  # not ASCII: kept
+
+
+def test_a_string_ending_in_tokens_keeps_the_token_rule_for_the_text_it_joins() -> None:
+    # A stream's deltas are joined into one turn text: "my_tokens" + "_key=..." is a name
+    # the rule does not skip, though the file only shows `tokens"`.
+    deltas = ["my_tokens", "_key=Zq8s7Hk2Lm4Np6Rt9Vw3Xy5"]
+    file_text = json.dumps({"usage": {"prompt_tokens": 9}, "deltas": deltas})
+    joined = "".join(deltas)
+    profile = secrets.text_profile(file_text)
+    assert secrets.redact_text(joined, profile=profile) == secrets.redact_text(joined)
+    assert "Zq8s7Hk2Lm4Np6Rt9Vw3Xy5" not in secrets.redact_text(joined)
+
+
 def test_an_empty_profile_means_no_rule_can_fire() -> None:
     profile = secrets.text_profile("w1 w2 w3 plain words")
     assert profile.empty
@@ -117,6 +139,25 @@ def test_ascii_sources_serialise_the_same_on_the_fast_path(raw: bytes) -> None:
 )
 def test_sources_that_may_hold_other_characters_are_not_ascii(raw: bytes) -> None:
     assert not ascii_json(raw)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"model": "m", "messages": [{"role": "user", "content": "plain"}], "id": 3},
+        {"content": "caf\u00e9 \u4e2d"},  # not ASCII: made again with the other encoder
+        {"content": "del\x7f bell\x07 nl\n"},
+        {"content": "lone \ud800 surrogate"},
+        {"content": "a backslash-u: \\u0041", "n": [1.5, True, None]},
+    ],
+)
+def test_a_canonical_request_is_the_same_text_on_the_ascii_path(payload: dict) -> None:
+    for volatile in ((), VOLATILE):
+        plain = canonical_request(payload, volatile)
+        assert canonical_request(payload, volatile, ascii_likely=True) == plain
+        assert recompute_key(payload, volatile, ascii_likely=True) == recompute_key(
+            payload, volatile
+        )
 
 
 # --------------------------------------------------------------------------- the analyser
@@ -395,3 +436,29 @@ def test_bulk_insert_skips_stored_and_repeated_keys(db: None) -> None:
         "b" * 64: b"new",
         "c" * 64: b"fast",
     }
+
+
+def test_bulk_insert_stores_text_columns_as_bulk_create_does(db: None) -> None:
+    """Its shortcut for text columns keeps what the ORM stores: a str subclass, a lazy
+    text and an empty text all read back the same."""
+    from django.utils.functional import lazy
+
+    from submissions.blobs import bulk_insert
+
+    class Text(str):
+        pass
+
+    values = ["application/json", Text("text/plain"), lazy(lambda: "text/html", str)(), ""]
+
+    def blobs(prefix: str) -> list[Blob]:
+        return [
+            Blob(sha256=f"{prefix}{i}".ljust(64, "0"), size=i, content_type=value, data=b"x")
+            for i, value in enumerate(values)
+        ]
+
+    bulk_insert(Blob, blobs("a"))
+    Blob.objects.bulk_create(blobs("b"))
+    rows = Blob.objects.order_by("sha256").values_list("sha256", "content_type", "storage_name")
+    ours = [row[1:] for row in rows if row[0].startswith("a")]
+    orm = [row[1:] for row in rows if row[0].startswith("b")]
+    assert ours == orm == [(str(v), "") for v in values]
