@@ -449,6 +449,31 @@ class ResponseId(models.Model):
         return f"{self.value} in {self.path}"
 
 
+class SourceFingerprint(models.Model):
+    """One winnowed k-gram fingerprint of a source file of the submission
+    (`cassettes_app.fingerprints`): what `cohort.code_similarity` looks up in the other
+    hand-ins of the assignment. Written with the analysis, replaced by the next."""
+
+    # Kept per submission: a whole honest project, bounded for a hostile one.
+    MAX_PER_SUBMISSION = 100_000
+
+    submission = models.ForeignKey(
+        Submission, on_delete=models.CASCADE, related_name="source_fingerprints"
+    )
+    path = models.CharField(max_length=1024)
+    hash = models.BigIntegerField()
+
+    class Meta:
+        ordering = ["path", "pk"]
+        indexes = [
+            # Led by the hash: the index that finds another hand-in holding the same one.
+            models.Index(fields=["hash", "submission"], name="fingerprint_hash")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.hash} in {self.path}"
+
+
 class Rerecord(models.Model):
     """A reviewer's re-recorded version of a submission's recordings, uploaded as an archive."""
 

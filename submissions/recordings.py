@@ -13,12 +13,14 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.db import connection, transaction
 from django.utils.dateparse import parse_datetime
 
 from cassettes_app.analysis import Analyzer, FileReport
+from cassettes_app.analysis.sources import source_files
 from cassettes_app.parsed import Body, ParsedFinding, ParsedRecording
 from cassettes_app.response_ids import response_ids
 from cassettes_app.secrets import TextProfile, redact_message
@@ -29,6 +31,7 @@ from submissions.models import (
     Job,
     Recording,
     ResponseId,
+    SourceFingerprint,
     Submission,
     TraceRow,
     Turn,
@@ -249,6 +252,7 @@ def recordings_clear(*, submission: Submission) -> None:
     """Remove what an earlier analysis of this submission stored (a re-run replaces it)."""
     Turn.objects.filter(submission=submission).delete()
     ResponseId.objects.filter(submission=submission).delete()
+    SourceFingerprint.objects.filter(submission=submission).delete()
     TraceRow.objects.filter(submission=submission).delete()
     Recording.objects.filter(submission=submission).delete()
     Finding.objects.filter(submission=submission, job__kind=Job.Kind.ANALYSIS).delete()
@@ -335,6 +339,29 @@ def _turns_store(submission: Submission, analyzer: Analyzer, store: _Store) -> N
             ["turn_count"],
             batch_size=_BATCH,
         )
+
+
+def fingerprints_store(*, submission: Submission, root: Path) -> int:
+    """Store the winnowed fingerprints of the tree's source files (an earlier analysis's
+    are cleared with its recordings); how many source files were fingerprinted."""
+    rows: list[SourceFingerprint] = []
+    kept = files = 0
+    for source in source_files(root):
+        room = SourceFingerprint.MAX_PER_SUBMISSION - kept
+        if room <= 0:
+            break  # the rest of a hostile tree's files are not kept
+        files += 1
+        path = source.path[:1024]
+        rows.extend(
+            SourceFingerprint(submission=submission, path=path, hash=h)
+            for h in source.hashes[:room]
+        )
+        kept += min(room, len(source.hashes))
+        if len(rows) >= _BATCH * 10:
+            SourceFingerprint.objects.bulk_create(rows, batch_size=_BATCH)
+            rows.clear()
+    SourceFingerprint.objects.bulk_create(rows, batch_size=_BATCH)
+    return files
 
 
 def findings_store(*, submission: Submission, job: Job, findings: Iterable[ParsedFinding]) -> None:

@@ -13,6 +13,7 @@ from django.db.models import Count, Q, QuerySet
 from cassettes_app.checks import counted
 from cassettes_app.checks.catalog import (
     CATALOG,
+    CODE_SIMILARITY,
     IDEMPOTENCY_ENFORCED,
     NO_SECRETS,
     RECORDINGS_UNIQUE,
@@ -192,10 +193,11 @@ def assignment_rules(assignment: Assignment) -> list[dict[str, object]]:
 
 @dataclass(frozen=True)
 class CohortOthers:
-    """The other hand-ins `cohort.recordings_unique` names for a submission, as one viewer
+    """The other hand-ins the cohort checks (`cohort.recordings_unique`,
+    `cohort.code_similarity`) name for a submission, as one viewer
     may see them: `visible` maps the submissions this viewer may open (pk -> Submission, its
     candidate loaded); any other stays "another candidate's hand-in", neither name nor path
-    shown. `updated` is when the outcome was last written: another hand-in's analysis
+    shown. `updated` is when an outcome was last written: another hand-in's analysis
     rewrites it, with no job of this submission changing."""
 
     updated: datetime | None = None
@@ -203,17 +205,19 @@ class CohortOthers:
 
 
 def cohort_others(user: Any, submission: Submission) -> CohortOthers:
-    """What this viewer may see of the hand-ins this submission shares recorded ids with."""
-    row = (
-        submission.checks.filter(check_id=RECORDINGS_UNIQUE)
+    """What this viewer may see of the hand-ins this submission shares recorded ids or
+    similar source files with."""
+    rows = list(
+        submission.checks.filter(check_id__in=(RECORDINGS_UNIQUE, CODE_SIMILARITY))
+        .order_by("-updated")
         .values_list("evidence", "updated")
-        .first()
     )
-    if row is None:
+    if not rows:
         return CohortOthers()
-    evidence, updated = row
+    updated = rows[0][1]
     named = {
         e[OTHER].get("submission")
+        for evidence, _ in rows
         for e in evidence
         if isinstance(e, dict) and isinstance(e.get(OTHER), dict)
     }

@@ -272,7 +272,7 @@ TIERS: dict[str, list[tuple[str, ...]]] = {
          "cassettes_app.management"),
         ("cassettes_app.analysis",),
         ("cassettes_app.checks", "cassettes_app.keys", "cassettes_app.hops",
-         "cassettes_app.response_ids"),
+         "cassettes_app.response_ids", "cassettes_app.fingerprints"),
         ("cassettes_app.formats",),
         ("cassettes_app.bodies", "cassettes_app.threads", "cassettes_app.secrets"),
         ("cassettes_app.providers",),

@@ -56,6 +56,7 @@ CACHES = "service.caches"
 ENTRYPOINTS = "docs.entrypoints"
 REPLAY_NOTES = "docs.replay_notes"
 RECORDINGS_UNIQUE = "cohort.recordings_unique"
+CODE_SIMILARITY = "cohort.code_similarity"
 
 _ENV = "submissions.checks.environment"
 _REPLAY = "submissions.checks.replay"
@@ -67,6 +68,7 @@ _TRACE = "cassettes_app.checks.trace"
 _ENTRYPOINTS = "cassettes_app.checks.docs.entrypoints"
 _REPLAY_NOTES = "cassettes_app.checks.docs.replay_notes"
 _COHORT = "submissions.checks.cohort"  # needs the other hand-ins of the assignment
+_SIMILARITY = "submissions.checks.similarity"  # the cohort's stored fingerprints
 _LEDGER = "cassettes_app.checks.ledger"
 _PROVENANCE = "cassettes_app.checks.provenance"
 _SPOT = "submissions.checks.spot_check"  # host-side: the team endpoint and its spend ledger
@@ -254,6 +256,14 @@ CATALOG: dict[str, CheckSpec] = {
             "no recorded response id of this hand-in appears in another candidate's hand-in "
             "of the same assignment (a provider issues each id once)",
             _COHORT,
+        ),
+        CheckSpec(
+            CODE_SIMILARITY,
+            "Code not copied",
+            "no source file of this hand-in shares most of its winnowed fingerprints (names "
+            "and literals abstracted, starter code left out) with another candidate's file "
+            "of the same assignment; a warning to read, never a failure",
+            _SIMILARITY,
         ),
     )
 }

@@ -39,7 +39,7 @@ OTHER = "other"
 MAX_MATCHES = 2000
 
 
-def _cohort(submission: Submission) -> QuerySet[Submission]:
+def cohort_latest(submission: Submission) -> QuerySet[Submission]:
     """The latest non-rejected hand-in of every other candidate for the same assignment."""
     latest = (
         Submission.objects.filter(
@@ -72,7 +72,7 @@ def _judge(submission: Submission) -> tuple[CheckOutcome, set[int]]:
     # The one indexed query: the cohort's rows whose value this hand-in also holds.
     matches = list(
         ResponseId.objects.filter(
-            value__in=mine.values("value"), submission__in=_cohort(submission)
+            value__in=mine.values("value"), submission__in=cohort_latest(submission)
         )
         .order_by("value", "submission_id")
         .values_list("value", "submission_id", "path")[:MAX_MATCHES]

@@ -3,7 +3,8 @@
 A thin handler: the analyser (`cassettes_app.analysis`) parses the tree and computes every
 static check from the assignment's settings (`analysis_config`, plain values);
 `submissions.recordings` stores what it parsed; `checks_store` writes the outcomes; the
-cohort check compares the recorded response ids with the assignment's other hand-ins.
+cohort checks compare the recorded response ids and the source fingerprints with the
+assignment's other hand-ins.
 """
 
 from __future__ import annotations
@@ -11,13 +12,19 @@ from __future__ import annotations
 from cassettes_app.analysis import Analyzer
 from submissions.assignments import analysis_config
 from submissions.checks.cohort import cohort_recordings_unique
+from submissions.checks.similarity import cohort_code_similarity
 from submissions.checks.store import checks_store
 from submissions.intake.provenance import submission_history
 from submissions.intake.trees import submission_tree
 from submissions.jobs.queue import job_create
 from submissions.jobs.types import Outcome, Progress
 from submissions.models import Job, Submission, TraceRow
-from submissions.recordings import findings_store, recordings_store, unlogged_queries
+from submissions.recordings import (
+    findings_store,
+    fingerprints_store,
+    recordings_store,
+    unlogged_queries,
+)
 
 
 def analysis_run(job: Job, progress: Progress) -> Outcome:
@@ -29,15 +36,20 @@ def analysis_run(job: Job, progress: Progress) -> Outcome:
 def _analysis(job: Job, progress: Progress) -> Outcome:
     submission = job.submission
     progress.step("unpack", 2)
-    analyzer = Analyzer(submission_tree(submission), analysis_config(submission))
+    tree = submission_tree(submission)
+    analyzer = Analyzer(tree, analysis_config(submission))
     stored = recordings_store(
         submission=submission, analyzer=analyzer, step=progress.step, log=progress.log
     )
+    progress.step("fingerprints", 85)
+    sources = fingerprints_store(submission=submission, root=tree)
+    progress.log(f"fingerprinted {sources} source files")
     progress.step("checks", 90)
     outcomes = analyzer.checks(submission_history(submission, analyzer.recording_paths))
     checks_store(submission, job, outcomes)
     # After the ids are stored (and committed): the cohort check reads them from the table.
     outcomes.append(cohort_recordings_unique(submission=submission, job=job))
+    outcomes.append(cohort_code_similarity(submission=submission, job=job))
     findings_store(submission=submission, job=job, findings=analyzer.findings)
     _next_jobs(submission, job)
     failing = sum(1 for o in outcomes if o.status == "fail")

@@ -23,6 +23,8 @@ DESIGN_IDS = {
     "cassettes.pruned",
     # Planned in DESIGN.md ("Planned with this round's issues"), built with issue #30.
     "cohort.recordings_unique",
+    # Planned in DESIGN.md ("Planned with this round's issues"), built with issue #30.
+    "cohort.code_similarity",
     "docs.entrypoints",
     "docs.replay_notes",
     "env.dependencies_installed",
