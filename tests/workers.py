@@ -125,5 +125,10 @@ def start_worker() -> Iterator:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    # The stopped workers' heartbeats go with them: a fresh beat left behind would make the
+    # next test on this database read a live worker (its sandbox, its host) that is gone.
+    from submissions.models import WorkerBeat
+
+    WorkerBeat.objects.filter(pid__in=[proc.pid for proc in procs]).delete()
     celery_app.conf.broker_url, celery_app.conf.broker_transport_options = saved
     reset_publisher()

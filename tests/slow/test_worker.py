@@ -59,7 +59,8 @@ def test_real_worker_runs_an_intake_job_to_passed(
     # The worker published its heartbeat (host, pid, its sandbox's report) at start.
     from submissions.jobs.workers import fresh_workers
 
-    assert [w.pid for w in fresh_workers()] == [worker.pid]
+    # (Workers other tests started on this database may still beat: this one must too.)
+    assert worker.pid in [w.pid for w in fresh_workers()]
 
 
 def _kill_job(assignment, candidate, small_zip) -> Job:
