@@ -20,6 +20,7 @@ the candidate; the page resolves it for a viewer who may see that submission
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -110,17 +111,18 @@ def _item(value: str, path: str, kind: str, other: int, other_path: str) -> dict
     }
 
 
-def _named_before(submission: Submission) -> set[int]:
-    """Hand-ins whose stored outcome says they share an id with this candidate's hand-in."""
+def _named_before(submission: Submission, check_id: str, status: str) -> set[int]:
+    """Hand-ins whose stored `check_id` outcome (at `status`) names a hand-in of this
+    candidate: the ones to judge again when this candidate's hand-in changes."""
     own = set(
         Submission.objects.filter(
             assignment_id=submission.assignment_id, candidate_id=submission.candidate_id
         ).values_list("pk", flat=True)
     )
-    failing = (
+    flagged = (
         CheckResult.objects.filter(
-            check_id=RECORDINGS_UNIQUE,
-            status="fail",
+            check_id=check_id,
+            status=status,
             submission__assignment_id=submission.assignment_id,
         )
         .exclude(submission__candidate_id=submission.candidate_id)
@@ -128,24 +130,39 @@ def _named_before(submission: Submission) -> set[int]:
     )
     return {
         pk
-        for pk, evidence in failing
+        for pk, evidence in flagged
         if any(
             isinstance(e, dict) and (e.get(OTHER) or {}).get("submission") in own for e in evidence
         )
     }
 
 
-def cohort_recordings_unique(*, submission: Submission, job: Job | None) -> CheckOutcome:
-    """Judge this hand-in against its cohort, write its outcome, and re-judge the hand-ins
-    it shares an id with (or shared one with before); returns its own outcome."""
+Judge = Callable[[Submission], tuple[CheckOutcome, set[int]]]
+
+
+def cohort_judge(
+    *, submission: Submission, job: Job | None, judge: Judge, check_id: str, flagged: str
+) -> CheckOutcome:
+    """Judge this hand-in against its cohort with `judge` (its outcome, and the hand-ins it
+    matched), write the outcome, and judge again the hand-ins it matched or that named this
+    candidate before (their outcome at status `flagged`); returns its own outcome."""
     with transaction.atomic():
         # One judgment of an assignment's cohort at a time (PostgreSQL; SQLite's immediate
         # transactions serialise anyway): two hand-ins analysed at once cannot both miss
         # each other, nor can an outcome computed before the other's ids overwrite a later one.
         Assignment.objects.select_for_update().filter(pk=submission.assignment_id).first()
-        outcome, others = _judge(submission)
+        outcome, others = judge(submission)
         checks_store(submission, job, [outcome])
-        for other in Submission.objects.filter(pk__in=others | _named_before(submission)):
+        again = others | _named_before(submission, check_id, flagged)
+        for other in Submission.objects.filter(pk__in=again):
             their_job = other.jobs.filter(kind=Job.Kind.ANALYSIS).last()
-            checks_store(other, their_job, [_judge(other)[0]])
+            checks_store(other, their_job, [judge(other)[0]])
     return outcome
+
+
+def cohort_recordings_unique(*, submission: Submission, job: Job | None) -> CheckOutcome:
+    """Judge this hand-in against its cohort, write its outcome, and re-judge the hand-ins
+    it shares an id with (or shared one with before); returns its own outcome."""
+    return cohort_judge(
+        submission=submission, job=job, judge=_judge, check_id=RECORDINGS_UNIQUE, flagged="fail"
+    )

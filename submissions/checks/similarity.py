@@ -26,14 +26,12 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from django.db import transaction
 from django.db.models import Count
 
 from cassettes_app.checks import CheckOutcome, counted, skip
 from cassettes_app.checks.catalog import CODE_SIMILARITY
-from submissions.checks.cohort import OTHER, cohort_latest
-from submissions.checks.store import checks_store
-from submissions.models import Assignment, CheckResult, Job, SourceFingerprint, Submission
+from submissions.checks.cohort import OTHER, cohort_judge, cohort_latest
+from submissions.models import Job, SourceFingerprint, Submission
 
 THRESHOLD = 0.5  # share of a file's counted fingerprints found in one other file
 MIN_FINGERPRINTS = 20  # a smaller file says too little to compare
@@ -137,40 +135,9 @@ def _item(share: float, n: int, path: str, other: int, other_path: str) -> dict[
     }
 
 
-def _named_before(submission: Submission) -> set[int]:
-    """Hand-ins whose stored outcome names a hand-in of this candidate."""
-    own = set(
-        Submission.objects.filter(
-            assignment_id=submission.assignment_id, candidate_id=submission.candidate_id
-        ).values_list("pk", flat=True)
-    )
-    warned = (
-        CheckResult.objects.filter(
-            check_id=CODE_SIMILARITY,
-            status="warn",
-            submission__assignment_id=submission.assignment_id,
-        )
-        .exclude(submission__candidate_id=submission.candidate_id)
-        .values_list("submission_id", "evidence")
-    )
-    return {
-        pk
-        for pk, evidence in warned
-        if any(
-            isinstance(e, dict) and (e.get(OTHER) or {}).get("submission") in own for e in evidence
-        )
-    }
-
-
 def cohort_code_similarity(*, submission: Submission, job: Job | None) -> CheckOutcome:
     """Judge this hand-in against its cohort, write its outcome, and re-judge the hand-ins
     it shares enough with (or was named by before); returns its own outcome."""
-    with transaction.atomic():
-        # One judgment of an assignment's cohort at a time (see cohort.recordings_unique).
-        Assignment.objects.select_for_update().filter(pk=submission.assignment_id).first()
-        outcome, others = _judge(submission)
-        checks_store(submission, job, [outcome])
-        for other in Submission.objects.filter(pk__in=others | _named_before(submission)):
-            their_job = other.jobs.filter(kind=Job.Kind.ANALYSIS).last()
-            checks_store(other, their_job, [_judge(other)[0]])
-    return outcome
+    return cohort_judge(
+        submission=submission, job=job, judge=_judge, check_id=CODE_SIMILARITY, flagged="warn"
+    )
