@@ -234,7 +234,7 @@ class Cohort:
     @cached_property
     def alpha(self) -> float | None:
         """Krippendorff's alpha (ordinal) over every unit (without loading scikit-learn)."""
-        return agreement.alpha_ordinal(self.units)
+        return self.figures["alpha"].value
 
     @cached_property
     def figures(self) -> dict[str, agreement.Figure]:
