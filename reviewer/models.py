@@ -33,6 +33,8 @@ class RubricRow(models.Model):
     weight = models.PositiveSmallIntegerField(validators=[MaxValueValidator(100)])
     how_to_check = models.TextField(blank=True)
     check_ids = models.JSONField(default=list, blank=True)
+    # What each level means on this row: four descriptions, for 0, 1, 2 and 3 (or none).
+    anchors = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["template", "order", "pk"]
@@ -53,8 +55,20 @@ class Review(models.Model):
     reviewer = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="reviews"
     )
+
+    class Recommendation(models.TextChoices):
+        # Greenhouse's four: no middle, so a reviewer says which way they lean.
+        STRONG_NO = "strong_no", "Strong no"
+        NO = "no", "No"
+        YES = "yes", "Yes"
+        STRONG_YES = "strong_yes", "Strong yes"
+
     rubric = models.ForeignKey(RubricTemplate, on_delete=models.PROTECT, related_name="reviews")
     state = models.CharField(max_length=20, choices=State.choices, default=State.DRAFT)
+    # The reviewer's overall call on the hand-in, beside the rubric's weighted total.
+    recommendation = models.CharField(
+        max_length=12, choices=Recommendation.choices, blank=True, default=""
+    )
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
