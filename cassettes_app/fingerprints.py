@@ -30,8 +30,11 @@ __all__ = [
     "W",
     "fingerprints",
     "generic_tokens",
+    "generic_tokens_at",
     "kgrams",
+    "located_fingerprints",
     "python_tokens",
+    "python_tokens_at",
     "winnow",
 ]
 
@@ -135,7 +138,13 @@ _GENERIC = re.compile(
 def python_tokens(text: str) -> list[str]:
     """Python source as normalised tokens; a file that stops tokenising (cut by the read
     cap, or not Python after all) keeps the tokens read before that point."""
+    return python_tokens_at(text)[0]
+
+
+def python_tokens_at(text: str) -> tuple[list[str], list[int]]:
+    """`python_tokens`, and the line (1-based) each token starts on."""
     out: list[str] = []
+    lines: list[int] = []
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.type in _SKIPPED:
@@ -146,20 +155,31 @@ def python_tokens(text: str) -> list[str]:
                 out.append("L")
             else:
                 out.append(tok.string)
+            lines.append(tok.start[0])
             if len(out) >= MAX_TOKENS:
                 break
     except (tokenize.TokenError, SyntaxError):
         pass
-    return out
+    return out, lines
 
 
 def generic_tokens(text: str) -> list[str]:
     """Any other source as normalised tokens (see the module docstring)."""
+    return generic_tokens_at(text)[0]
+
+
+def generic_tokens_at(text: str) -> tuple[list[str], list[int]]:
+    """`generic_tokens`, and the line (1-based) each token starts on."""
     out: list[str] = []
+    lines: list[int] = []
+    line, counted_to = 1, 0  # newlines counted up to `counted_to`: linear over the text
     for match in _GENERIC.finditer(text):
         kind = match.lastgroup
         if kind in ("space", "comment"):
             continue
+        start = match.start()
+        line += text.count("\n", counted_to, start)
+        counted_to = start
         if kind in ("string", "number"):
             out.append("L")
         elif kind == "word":
@@ -167,9 +187,10 @@ def generic_tokens(text: str) -> list[str]:
             out.append(word if word in _KEYWORDS else "N")
         else:
             out.append(match.group())
+        lines.append(line)
         if len(out) >= MAX_TOKENS:
             break
-    return out
+    return out, lines
 
 
 def kgrams(tokens: Sequence[str], k: int = K) -> Iterator[tuple[str, ...]]:
@@ -210,3 +231,16 @@ def fingerprints(tokens: Iterable[str], k: int = K, w: int = W) -> list[int]:
     """The distinct winnowed k-gram hashes of a token sequence, in first-selected order."""
     hashes = [_hash(gram) for gram in kgrams(list(tokens), k)]
     return list(dict.fromkeys(value for value, _ in winnow(hashes, w)))
+
+
+def located_fingerprints(
+    tokens: Sequence[str], lines: Sequence[int], k: int = K, w: int = W
+) -> list[tuple[int, int, int]]:
+    """`fingerprints` with where each was first selected: (hash, first line, last line) of
+    its k-gram, from the tokens' lines (what a reader is shown as the matching span)."""
+    hashes = [_hash(gram) for gram in kgrams(tokens, k)]
+    seen: dict[int, tuple[int, int, int]] = {}
+    for value, pos in winnow(hashes, w):
+        if value not in seen:
+            seen[value] = (value, lines[pos], lines[pos + k - 1])
+    return list(seen.values())

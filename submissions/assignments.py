@@ -12,8 +12,10 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.db import transaction
 
+from cassettes_app.analysis.sources import is_source, text_fingerprints
 from cassettes_app.checks.rules import RuleError, validate_overrides
 from cassettes_app.config import DEFAULT_ID_PATTERN, AnalysisConfig
+from submissions.checks.similarity import code_similarity_again
 from submissions.models import Assignment, Submission
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -90,6 +92,7 @@ _ALLOWED = {
     "service_port",
     "service_request",
     "ticket_schema",
+    "starter_files",
     "checks",
 }
 ALLOWED_KEYS = frozenset(_ALLOWED | _STR_KEYS | _LIST_KEYS)
@@ -163,6 +166,7 @@ def assignment_values(data: Any, *, base_dir: Path | None = None) -> dict[str, A
         raise _fail("id_pattern", f"not a valid regular expression: {exc}") from None
     values["id_pattern"] = values["id_pattern"] or DEFAULT_ID_PATTERN
     values["ticket_schema"] = _load_schema(merged.get("ticket_schema"), base_dir)
+    values["starter_fingerprints"] = _starter_fingerprints(merged.get("starter_files"), base_dir)
     try:
         values["check_rules"] = validate_overrides(merged.get("checks"))
     except RuleError as exc:
@@ -198,6 +202,70 @@ def _load_schema(value: Any, base_dir: Path | None) -> dict | None:
     return schema
 
 
+# The brief's starter code is small: what is read of it, in all, and fingerprints kept.
+STARTER_MAX_BYTES = 4 * 1024 * 1024
+STARTER_MAX_FINGERPRINTS = 200_000
+
+
+def _starter_fingerprints(value: Any, base_dir: Path | None) -> list[int]:
+    """The fingerprints of the brief's starter code, which `cohort.code_similarity` never
+    counts. Each entry is a path relative to the assignment file (a source file, or a
+    folder whose source files all count) or a pasted snippet `{name: cassette.py, text: ...}`
+    (the name's extension picks the tokenizer)."""
+    if value is None or value == []:
+        return []
+    if not isinstance(value, list):
+        raise _fail("starter_files", "must be a list of paths or {name, text} snippets")
+    texts: list[tuple[str, str]] = []
+    budget = STARTER_MAX_BYTES
+    for entry in value:
+        if isinstance(entry, dict):
+            name, text = entry.get("name"), entry.get("text")
+            if set(entry) != {"name", "text"} or not isinstance(name, str) or not name.strip():
+                raise _fail("starter_files", "a snippet is a mapping with a name and a text")
+            if not isinstance(text, str):
+                raise _fail("starter_files", f"{name}: text must be a string")
+            texts.append((name, text))
+            budget -= len(text.encode("utf-8"))
+        elif isinstance(entry, str) and entry.strip():
+            if base_dir is None:
+                raise _fail("starter_files", "a path needs the assignment file's folder")
+            for rel, data in _starter_read(base_dir, entry, budget):
+                budget -= len(data)
+                texts.append((rel, data.decode("utf-8", "replace")))
+        else:
+            raise _fail("starter_files", f"not a path or a snippet: {entry!r}")
+        if budget < 0:
+            raise _fail("starter_files", f"more than {STARTER_MAX_BYTES // 1024 // 1024} MiB")
+    hashes = {h for rel, text in texts for h, _, _ in text_fingerprints(rel, text)}
+    return sorted(hashes)[:STARTER_MAX_FINGERPRINTS]
+
+
+def _starter_read(base_dir: Path, entry: str, budget: int) -> list[tuple[str, bytes]]:
+    """A starter path's source files and their bytes (a file, or a folder's source files)."""
+    path = (base_dir / entry).resolve()
+    if path.is_dir():
+        found = sorted(
+            p for p in path.rglob("*") if p.is_file() and is_source(str(p.relative_to(path)))
+        )
+    elif path.is_file():
+        found = [path]
+    else:
+        raise _fail("starter_files", f"file not found: {entry}")
+    out = []
+    for file in found:
+        try:
+            with file.open("rb") as handle:
+                data = handle.read(budget + 1)
+        except OSError as exc:
+            raise _fail("starter_files", f"cannot read {entry}: {exc.strerror}") from None
+        budget -= len(data)
+        if budget < 0:
+            raise _fail("starter_files", f"more than {STARTER_MAX_BYTES // 1024 // 1024} MiB")
+        out.append((file.name, data))
+    return out
+
+
 def load_assignment_file(path: Path) -> dict[str, Any]:
     """Read and validate an assignment YAML file."""
     try:
@@ -224,7 +292,10 @@ def assignment_apply(*, values: dict[str, Any]) -> tuple[Assignment, bool]:
             for key in changed:
                 setattr(assignment, key, values[key])
             assignment.save(update_fields=[*changed, "updated"])
-        return assignment, bool(changed)
+    if "starter_fingerprints" in changed:
+        # What counts as the candidates' own code changed: the cohort is judged again.
+        code_similarity_again(assignment)
+    return assignment, bool(changed)
 
 
 def analysis_config(submission: Submission) -> AnalysisConfig:

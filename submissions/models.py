@@ -48,6 +48,9 @@ class Assignment(models.Model):
     service_port = models.PositiveIntegerField(null=True, blank=True)
     service_request = models.JSONField(default=dict, blank=True)
     ticket_schema = models.JSONField(null=True, blank=True)
+    # The fingerprints of the brief's own starter code (`starter_files` in the assignment
+    # file): never counted by `cohort.code_similarity`. Sorted, distinct.
+    starter_fingerprints = models.JSONField(default=list, blank=True)
     # Per-check overrides of the shape's rules (`checks:` in the assignment file).
     check_rules = models.JSONField(default=dict, blank=True)
     # The rubric is named by slug: rubrics live in `reviewer`, which depends on this app,
@@ -462,6 +465,10 @@ class SourceFingerprint(models.Model):
     )
     path = models.CharField(max_length=1024)
     hash = models.BigIntegerField()
+    # Where the fingerprint was first found in the file (its k-gram's first and last line):
+    # the matching span the lead's similarity page shows. 0 for rows stored before lines.
+    line = models.PositiveIntegerField(default=0)
+    end_line = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["path", "pk"]

@@ -353,8 +353,8 @@ def fingerprints_store(*, submission: Submission, root: Path) -> int:
         files += 1
         path = source.path[:1024]
         rows.extend(
-            SourceFingerprint(submission=submission, path=path, hash=h)
-            for h in source.hashes[:room]
+            SourceFingerprint(submission=submission, path=path, hash=h, line=a, end_line=b)
+            for h, (a, b) in zip(source.hashes[:room], source.lines, strict=False)
         )
         kept += min(room, len(source.hashes))
         if len(rows) >= _BATCH * 10:

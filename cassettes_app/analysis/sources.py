@@ -14,12 +14,20 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from cassettes_app.analysis.files import walk_tree
-from cassettes_app.fingerprints import fingerprints, generic_tokens, python_tokens
+from cassettes_app.fingerprints import generic_tokens_at, located_fingerprints, python_tokens_at
 from cassettes_app.formats.sniff import looks_binary
 from cassettes_app.limits import MiB
 from cassettes_app.safefiles import open_regular
 
-__all__ = ["MAX_FILES", "MAX_FILE_BYTES", "MAX_PER_FILE", "SourceFile", "source_files"]
+__all__ = [
+    "MAX_FILES",
+    "MAX_FILE_BYTES",
+    "MAX_PER_FILE",
+    "SourceFile",
+    "is_source",
+    "source_files",
+    "text_fingerprints",
+]
 
 MAX_FILES = 2000
 MAX_FILE_BYTES = 1 * MiB
@@ -43,13 +51,15 @@ _SKIPPED_DIRS = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class SourceFile:
-    """One fingerprinted source file: its path in the tree and its distinct fingerprints."""
+    """One fingerprinted source file: its path in the tree, its distinct fingerprints and
+    the lines each was first found on (first, last), in the same order."""
 
     path: str
     hashes: list[int]
+    lines: list[tuple[int, int]]
 
 
-def _is_source(rel: str) -> bool:
+def is_source(rel: str) -> bool:
     path = PurePosixPath(rel)
     return path.suffix.lower() in SOURCE_EXTENSIONS and not _SKIPPED_DIRS & set(path.parts[:-1])
 
@@ -66,7 +76,7 @@ def _read_head(root: Path, rel: str, cap: int) -> bytes | None:
 def source_files(root: Path) -> Iterator[SourceFile]:
     """Every source file of the tree with at least one fingerprint, in path order."""
     budget = MAX_TOTAL_BYTES
-    chosen = [e.rel for e in walk_tree(root, []) if e.kind == "file" and _is_source(e.rel)]
+    chosen = [e.rel for e in walk_tree(root, []) if e.kind == "file" and is_source(e.rel)]
     for rel in chosen[:MAX_FILES]:
         if budget <= 0:
             return
@@ -76,7 +86,13 @@ def source_files(root: Path) -> Iterator[SourceFile]:
         budget -= len(data)
         text = data.decode("utf-8", "replace")
         del data
-        tokens = python_tokens(text) if rel.endswith(".py") else generic_tokens(text)
-        hashes = fingerprints(tokens)[:MAX_PER_FILE]
-        if hashes:
-            yield SourceFile(rel, hashes)
+        located = text_fingerprints(rel, text)
+        if located:
+            yield SourceFile(rel, [h for h, _, _ in located], [(a, b) for _, a, b in located])
+
+
+def text_fingerprints(rel: str, text: str) -> list[tuple[int, int, int]]:
+    """A source text's fingerprints with their lines (hash, first, last), at most
+    `MAX_PER_FILE`: Python through its tokenizer, the rest through the generic lexer."""
+    tokens, lines = python_tokens_at(text) if rel.endswith(".py") else generic_tokens_at(text)
+    return located_fingerprints(tokens, lines)[:MAX_PER_FILE]

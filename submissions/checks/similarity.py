@@ -26,12 +26,14 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Count
 
 from cassettes_app.checks import CheckOutcome, counted, skip
 from cassettes_app.checks.catalog import CODE_SIMILARITY
 from submissions.checks.cohort import OTHER, cohort_judge, cohort_latest
-from submissions.models import Job, SourceFingerprint, Submission
+from submissions.checks.store import checks_store
+from submissions.models import Assignment, CheckResult, Job, SourceFingerprint, Submission
 
 THRESHOLD = 0.5  # share of a file's counted fingerprints found in one other file
 MIN_FINGERPRINTS = 20  # a smaller file says too little to compare
@@ -67,7 +69,9 @@ def _judge(submission: Submission) -> tuple[CheckOutcome, set[int]]:
         reason = "no source file in this hand-in to compare (.py, .js, .ts, .go, ...)"
         return skip(CODE_SIMILARITY, reason), set()
     cohort = list(cohort_latest(submission).values_list("pk", flat=True))
-    shared = _shared(submission, cohort)
+    # The brief's starter code (the assignment's `starter_files`) and what most of the
+    # cohort holds: neither counts.
+    shared = _shared(submission, cohort) | set(submission.assignment.starter_fingerprints)
     by_hash: dict[int, list[str]] = defaultdict(list)
     sizes: Counter[str] = Counter()
     for path, value in own:
@@ -86,7 +90,8 @@ def _judge(submission: Submission) -> tuple[CheckOutcome, set[int]]:
     for value, other, other_path in matches:
         for path in by_hash.get(value, ()):
             common[(path, other, other_path)] += 1
-    return _outcome(len({p for p, _ in own}), sizes, common, shared)
+    dropped = shared.intersection(v for _, v in own)
+    return _outcome(len({p for p, _ in own}), sizes, common, dropped)
 
 
 def _outcome(
@@ -102,7 +107,10 @@ def _outcome(
     )
     # Enough in common to cross the threshold from the other side: judged again.
     again = {pair[1] for pair, n in common.items() if n > MIN_FINGERPRINTS * THRESHOLD}
-    starter = f"; {counted(len(shared), 'fingerprint')} shared by most of the cohort not counted"
+    starter = (
+        f"; {counted(len(shared), 'fingerprint')} of the brief's starter code or shared by most "
+        "of the cohort not counted"
+    )
     if not similar:
         summary = (
             f"no source file of this hand-in ({counted(files, 'file')}) has more than "
@@ -141,3 +149,19 @@ def cohort_code_similarity(*, submission: Submission, job: Job | None) -> CheckO
     return cohort_judge(
         submission=submission, job=job, judge=_judge, check_id=CODE_SIMILARITY, flagged="warn"
     )
+
+
+def code_similarity_again(assignment: Assignment) -> int:
+    """Judge again every hand-in of the assignment whose code similarity was judged (after
+    its starter code changed, which changes what counts); how many were judged."""
+    judged = CheckResult.objects.filter(
+        check_id=CODE_SIMILARITY, submission__assignment=assignment
+    ).values("submission")
+    again = 0
+    with transaction.atomic():
+        Assignment.objects.select_for_update().filter(pk=assignment.pk).first()
+        for submission in Submission.objects.filter(pk__in=judged).select_related("assignment"):
+            job = submission.jobs.filter(kind=Job.Kind.ANALYSIS).last()
+            checks_store(submission, job, [_judge(submission)[0]])
+            again += 1
+    return again

@@ -8,8 +8,11 @@ from cassettes_app.fingerprints import (
     MAX_TOKENS,
     fingerprints,
     generic_tokens,
+    generic_tokens_at,
     kgrams,
+    located_fingerprints,
     python_tokens,
+    python_tokens_at,
     winnow,
 )
 
@@ -112,3 +115,24 @@ def test_hostile_text_stays_bounded_and_linear() -> None:
         assert len(generic_tokens(text)) <= MAX_TOKENS
         assert len(python_tokens(text)) <= MAX_TOKENS
         assert time.monotonic() - started < 10
+
+
+def test_tokens_know_their_lines_in_both_lexers() -> None:
+    text = "def f(x):\n    # note\n\n    return x + 1\n"
+    assert python_tokens_at(text) == (
+        ["def", "N", "(", "N", ")", ":", "return", "N", "+", "L"],
+        [1, 1, 1, 1, 1, 1, 4, 4, 4, 4],
+    )
+    js = "let a = 1;\n/* two\nlines */\nfoo(a,\n  'x');\n"
+    tokens, lines = generic_tokens_at(js)
+    assert tokens == ["let", "N", "=", "L", ";", "N", "(", "N", ",", "L", ")", ";"]
+    assert lines == [1, 1, 1, 1, 1, 4, 4, 4, 4, 5, 5, 5]
+
+
+def test_a_located_fingerprint_spans_its_k_grams_lines() -> None:
+    tokens = [f"t{n}" for n in range(20)]
+    lines = [n // 3 + 1 for n in range(20)]  # three tokens a line
+    located = located_fingerprints(tokens, lines)
+    assert [h for h, _, _ in located] == fingerprints(tokens)
+    for _, first, last in located:
+        assert last - first in (1, 2)  # five tokens span two or three lines

@@ -10,7 +10,8 @@ import pytest
 
 from cassettes_app.analysis import sources
 from cassettes_app.checks.catalog import CODE_SIMILARITY
-from submissions.assignments import assignment_values
+from submissions import assignments
+from submissions.assignments import AssignmentError, assignment_apply, assignment_values
 from submissions.models import SourceFingerprint
 from tests.conftest import ingest_inline
 
@@ -216,3 +217,81 @@ def test_a_50_mb_line_and_20000_files_stay_bounded(tmp_path) -> None:
     assert all(len(f.hashes) <= sources.MAX_PER_FILE for f in found)
     assert "blob.py" not in {f.path for f in found}
     assert time.monotonic() - started < 60
+
+
+@pytest.mark.django_db
+def test_two_hand_ins_reusing_the_listed_starter_code_do_not_warn(tmp_path) -> None:
+    # Ada and Bo each wrote their own code and both kept the brief's sample store: two
+    # hand-ins alone cannot tell starter code apart, the assignment's `starter_files` can.
+    (tmp_path / "starter").mkdir()
+    (tmp_path / "starter" / "cassette.py").write_text(ADA)
+    values = assignment_values(
+        {
+            "slug": "similar",
+            "title": "Similar",
+            "replay_command": "",
+            "recordings": ["cassettes/**/*"],
+            "starter_files": ["starter"],
+        },
+        base_dir=tmp_path,
+    )
+    assert values["starter_fingerprints"]
+    ingest_inline({"cassette.py": ADA, "own.py": BO_OWN}, values, candidate="Ada")
+    _, checks = ingest_inline({"lib/store.py": BO_COPY, "main.js": "x()"}, values, candidate="Bo")
+    result = checks[CODE_SIMILARITY]
+    assert result.status == "pass", result.summary
+    assert "starter code" in result.summary
+
+
+@pytest.mark.django_db
+def test_without_the_starter_list_the_same_pair_warns_and_listing_it_clears_both() -> None:
+    values = _values()
+    first, _ = ingest_inline({"cassette.py": ADA, "own.py": BO_OWN}, values, candidate="Ada")
+    second, checks = ingest_inline({"lib/store.py": BO_COPY}, values, candidate="Bo")
+    assert checks[CODE_SIMILARITY].status == "warn"
+    # The lead lists the sample as starter code (a pasted snippet): both are judged again.
+    assignment_apply(values=_values(starter_files=[{"name": "cassette.py", "text": ADA}]))
+    for submission in (first, second):
+        result = submission.checks.get(check_id=CODE_SIMILARITY)
+        assert result.status == "pass", result.summary
+
+
+@pytest.mark.parametrize(
+    ("starter", "message"),
+    [
+        ("cassette.py", "a path needs the assignment file's folder"),
+        ([{"name": "a.py"}], "a snippet is a mapping with a name and a text"),
+        ([{"name": "a.py", "text": 3}], "text must be a string"),
+        ([7], "not a path or a snippet"),
+        ({"a": 1}, "must be a list"),
+    ],
+)
+def test_bad_starter_files_are_refused_naming_the_key(starter, message) -> None:
+    with pytest.raises(AssignmentError) as caught:
+        _values(starter_files=starter if isinstance(starter, list | dict) else [starter])
+    assert str(caught.value).startswith("starter_files:")
+    assert message in str(caught.value)
+
+
+def test_a_missing_or_huge_starter_path_is_refused(tmp_path, monkeypatch) -> None:
+    with pytest.raises(AssignmentError, match=r"file not found: nope\.py"):
+        assignment_values(
+            {"slug": "s", "title": "S", "starter_files": ["nope.py"]}, base_dir=tmp_path
+        )
+    monkeypatch.setattr(assignments, "STARTER_MAX_BYTES", 1000)
+    (tmp_path / "big.py").write_text("x = 1\n" * 1000)
+    with pytest.raises(AssignmentError, match="starter_files: more than"):
+        assignment_values(
+            {"slug": "s", "title": "S", "starter_files": ["big.py"]}, base_dir=tmp_path
+        )
+
+
+@pytest.mark.django_db
+def test_each_fingerprint_keeps_the_lines_it_was_found_on() -> None:
+    submission, _ = ingest_inline({"store.py": ADA}, _values(), candidate="Ada")
+    rows = {
+        (r.hash, r.line, r.end_line)
+        for r in SourceFingerprint.objects.filter(submission=submission)
+    }
+    assert rows == set(sources.text_fingerprints("store.py", ADA))
+    assert all(1 <= line <= end <= len(ADA.splitlines()) for _, line, end in rows)
