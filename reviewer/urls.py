@@ -15,6 +15,7 @@ from reviewer.views import (
     home,
     pairwise,
     share,
+    similarity,
     submission,
 )
 
@@ -48,6 +49,7 @@ urlpatterns = [
         calibration.assignment_calibration,
         name="calibration",
     ),
+    path("assignments/<assignment:slug>/similarity/", similarity.similarity, name="similarity"),
     path("assignments/<assignment:slug>/report.html", share.cohort_report, name="cohort_report"),
     path("calibration/", calibration.reviewers_calibration, name="reviewers_calibration"),
     path("submissions/<int:pk>/", submission.submission_detail, name="submission"),

@@ -46,7 +46,7 @@ MAX_MATCHES = 200_000
 Pair = tuple[str, int, str]  # (this path, other submission, other path)
 
 
-def _shared(submission: Submission, cohort: list[int]) -> set[int]:
+def shared_hashes(submission: Submission, cohort: list[int]) -> set[int]:
     """This hand-in's hashes that count as starter code (see the module docstring)."""
     population = len(cohort) + 1
     least = max(SHARED_MIN, int(population * SHARED_SHARE) + 1)
@@ -71,7 +71,7 @@ def _judge(submission: Submission) -> tuple[CheckOutcome, set[int]]:
     cohort = list(cohort_latest(submission).values_list("pk", flat=True))
     # The brief's starter code (the assignment's `starter_files`) and what most of the
     # cohort holds: neither counts.
-    shared = _shared(submission, cohort) | set(submission.assignment.starter_fingerprints)
+    shared = shared_hashes(submission, cohort) | set(submission.assignment.starter_fingerprints)
     by_hash: dict[int, list[str]] = defaultdict(list)
     sizes: Counter[str] = Counter()
     for path, value in own:

@@ -1,0 +1,122 @@
+"""The lead's similarity page: pairs ranked from the cohort checks, and one pair's why."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from submissions.assignments import assignment_values
+from tests.conftest import ingest_inline
+from tests.paths import ROOT
+from tests.submissions.test_code_similarity import ADA, BO_COPY, BO_OWN
+
+WILD = ROOT / "tests" / "fixtures" / "wild"
+CHAT_HAR = (WILD / "polly" / "ragged-openai-chat-tool-calling.har").read_text()
+
+pytestmark = pytest.mark.django_db
+
+
+def _values(**extra: object) -> dict:
+    return assignment_values(
+        {
+            "slug": "cohort",
+            "title": "Cohort",
+            "replay_command": "",
+            "recordings": ["cassettes/**/*"],
+            **extra,
+        }
+    )
+
+
+@pytest.fixture
+def cohort():
+    """Ada wrote the store; Bo re-typed it; Cy copied Ada's recording; Di wrote her own."""
+    values = _values()
+    ada, _ = ingest_inline(
+        {"store.py": ADA, "cassettes/chat.har": CHAT_HAR}, values, candidate="Ada"
+    )
+    bo, _ = ingest_inline({"src/fixtures.py": BO_COPY}, values, candidate="<b>Bo</b>")
+    cy, _ = ingest_inline(
+        {"cassettes/renamed.har": CHAT_HAR, "x.py": "pass\n"}, values, candidate="Cy"
+    )
+    di, _ = ingest_inline({"recorder.py": BO_OWN}, values, candidate="<b>Di</b>")
+    return {"ada": ada, "bo": bo, "cy": cy, "di": di}
+
+
+def _page(client, lead, **query):
+    client.force_login(lead)
+    return client.get(reverse("similarity", args=["cohort"]), query)
+
+
+def test_pairs_are_ranked_shared_ids_first_then_code(client, lead, cohort) -> None:
+    response = _page(client, lead)
+    assert response.status_code == 200
+    pairs = [
+        (p.left.candidate.name, p.right.candidate.name, p.kind) for p in response.context["pairs"]
+    ]
+    assert pairs == [("Ada", "Cy", "ids"), ("Ada", "<b>Bo</b>", "code")]
+    html = response.content.decode()
+    assert "&lt;b&gt;Bo&lt;/b&gt;" in html and "<b>Bo</b>" not in html  # escaped
+    assert "&lt;b&gt;Di&lt;/b&gt;" not in html  # Di shares nothing: not listed
+    code = response.context["pairs"][1]
+    assert code.share > 0.5
+    assert code.file_pairs()[0].path == "store.py"
+    assert code.file_pairs()[0].other_path == "src/fixtures.py"
+
+
+def test_filters_narrow_the_pairs(client, lead, cohort) -> None:
+    kinds = [p.kind for p in _page(client, lead, kind="code").context["pairs"]]
+    assert kinds == ["code"]
+    assert _page(client, lead, min="100", kind="code").context["pairs"] == []
+    bo = cohort["bo"].pk
+    names = [
+        {p.left.candidate.name, p.right.candidate.name}
+        for p in _page(client, lead, candidate=str(bo)).context["pairs"]
+    ]
+    assert names == [{"Ada", "<b>Bo</b>"}]
+    assert _page(client, lead, min="bogus").status_code == 200
+
+
+def test_a_pairs_why_shows_the_matching_spans_on_both_sides(client, lead, cohort) -> None:
+    ada, bo = cohort["ada"], cohort["bo"]
+    response = _page(client, lead, pair=f"{ada.pk}-{bo.pk}")
+    opened = response.context["opened"]
+    [file] = opened["files"]
+    assert file["spans"], "the re-typed functions match somewhere"
+    ada_lines, bo_lines = len(ADA.splitlines()), len(BO_COPY.splitlines())
+    for span in file["spans"]:
+        assert 1 <= span.left[0] <= span.left[1] <= ada_lines
+        assert 1 <= span.right[0] <= span.right[1] <= bo_lines
+    html = response.content.decode()
+    first = file["spans"][0]
+    viewer = reverse("submission_file", args=[bo.pk])
+    assert f"{viewer}?path=src/fixtures.py&amp;line={first.right[0]}#L{first.right[0]}" in html
+
+
+def test_a_pairs_why_names_the_shared_ids_and_both_paths(client, lead, cohort) -> None:
+    ada, cy = cohort["ada"], cohort["cy"]
+    opened = _page(client, lead, pair=f"{ada.pk}-{cy.pk}").context["opened"]
+    paths = {(left, right) for _, left, right in opened["ids"]}
+    assert paths == {("cassettes/chat.har", "cassettes/renamed.har")}
+    assert any(value.startswith("chatcmpl-") for value, _, _ in opened["ids"])
+
+
+def test_starter_code_listed_later_drops_the_code_pair(client, lead, cohort) -> None:
+    from submissions.assignments import assignment_apply
+
+    assignment_apply(values=_values(starter_files=[{"name": "store.py", "text": ADA}]))
+    kinds = [p.kind for p in _page(client, lead).context["pairs"]]
+    assert kinds == ["ids"]
+
+
+def test_only_hiring_leads_see_it(client, reviewer, cohort) -> None:
+    client.force_login(reviewer)
+    assert client.get(reverse("similarity", args=["cohort"])).status_code == 404
+    client.logout()
+    assert client.get(reverse("similarity", args=["cohort"])).status_code == 302
+
+
+def test_an_empty_cohort_says_so(client, lead, assignment) -> None:
+    client.force_login(lead)
+    response = client.get(reverse("similarity", args=[assignment.slug]))
+    assert b"No two hand-ins of this assignment share" in response.content
