@@ -36,6 +36,20 @@ FLAG_TOTAL_POINTS = 20  # or this far apart on the weighted total (out of 100)
 Units = dict[tuple[int, int], dict[str, int]]  # (submission, row) -> reviewer -> score
 
 
+# The scientific stack this module imports inside its functions, so a management command or
+# a test that never computes a figure does not pay for it (scikit-learn alone is ~1 s).
+HEAVY_IMPORTS = ("numpy", "krippendorff", "sklearn.metrics")
+
+
+def warm() -> None:
+    """Import the scientific stack now, so the first figure a web process serves does not
+    wait for it (called from the app's ready() in web processes only)."""
+    import importlib
+
+    for name in HEAVY_IMPORTS:
+        importlib.import_module(name)
+
+
 def _finite(value: float) -> float | None:
     return None if value is None or math.isnan(value) else round(float(value), 4)
 

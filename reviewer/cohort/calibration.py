@@ -8,7 +8,14 @@ from typing import Any
 
 from reviewer.cohort import agreement
 from reviewer.cohort.agreement import MIN_SHARED, Units
-from reviewer.cohort.cohort import Cohort, units_by_assignment
+from reviewer.cohort.cohort import (
+    Cohort,
+    Recommendation,
+    recommendation_agreement,
+    recommendation_text,
+    recommendations_by_assignment,
+    units_by_assignment,
+)
 from submissions.models import Assignment
 
 KAPPA_UNDEFINED = "not defined: both reviewers gave one and the same score on every shared unit"
@@ -62,6 +69,39 @@ def _reviewers(calibration: list[dict[str, Any]], units: Units) -> list[dict[str
     ]
 
 
+def recommendation_spread(pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Each reviewer's recommendations, level by level in the model's order (strong no
+    first), from (reviewer, recommendation) pairs of submitted reviews; "" is none given."""
+    by_reviewer: dict[str, list[str]] = defaultdict(list)
+    for who, value in pairs:
+        by_reviewer[who].append(value)
+    out = []
+    for who, values in sorted(by_reviewer.items()):
+        out.append(
+            {
+                "reviewer": who,
+                "levels": [(level.label, values.count(level.value)) for level in Recommendation],
+                "none": sum(1 for v in values if v not in Recommendation.values),
+                "reviews": len(values),
+            }
+        )
+    return out
+
+
+def recommendation_agreements(cohort: Cohort) -> dict[str, Any]:
+    """Whether each candidate's reviewers agree on the recommendation: the candidates with
+    two or more recommendations, counted by reading, and the split ones named."""
+    readings: dict[str, int] = {"agree": 0, "same side": 0, "split": 0}
+    split = []
+    for c in cohort.candidates:
+        reading = recommendation_agreement(c.recommendations)
+        if reading in readings:
+            readings[reading] += 1
+        if reading == "split":
+            split.append({"candidate": c, "text": recommendation_text(c.recommendations)})
+    return {"readings": readings, "compared": sum(readings.values()), "split": split}
+
+
 def calibration_figures(cohort: Cohort) -> dict[str, Any]:
     """Everything the assignment page shows, from the cohort's own figures."""
     units = cohort.units
@@ -109,6 +149,11 @@ def calibration_figures(cohort: Cohort) -> dict[str, Any]:
         "disagreement_limit": agreement.MOST_DISAGREEMENT,
         "drafts": sum(len(c.drafts) for c in cohort.candidates),
         "min_units": agreement.MIN_UNITS_TO_READ,
+        "levels": Recommendation.labels,
+        "recommendations": recommendation_spread(
+            [(r.reviewer, r.recommendation) for c in cohort.candidates for r in c.reviews]
+        ),
+        "recommendation_agreement": recommendation_agreements(cohort),
     }
 
 
@@ -127,7 +172,10 @@ def reviewers_across(selected: list[Assignment]) -> dict[str, Any]:
         {**r, "assignments": breakdown[r["reviewer"]]}
         for r in _reviewers(agreement.reviewer_calibration(pooled), pooled)
     ]
+    given = recommendations_by_assignment(selected)
     return {
+        "levels": Recommendation.labels,
+        "recommendations": recommendation_spread([p for a in selected for p in given[a.pk]]),
         "units": len(pooled),
         "paired": agreement.paired_count(pooled),
         "reviewers": reviewers,

@@ -10,7 +10,8 @@ A fixed number of queries whatever the cohort size; scores come back as tuples.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from statistics import mean
@@ -23,14 +24,59 @@ from reviewer.cohort import agreement
 from reviewer.cohort.agreement import FLAG_ROW_POINTS, FLAG_TOTAL_POINTS, Units
 from reviewer.cohort.safe_text import SafeText
 from reviewer.models import Note, Review, RubricRow, Score
+from reviewer.review.contradiction import Contradiction, contradiction
 from reviewer.review.rubrics import rubric_for, weighted_total
+from reviewer.review.scoring import checks_not_applying
 from submissions.models import Assignment, CheckResult, Submission
 
 # When a candidate is flagged, in the words every page and the report use.
 FLAG_RULE = (
-    f"reviewers differ by {FLAG_ROW_POINTS} or more points on a row "
-    f"or by {FLAG_TOTAL_POINTS} or more on the total"
+    f"reviewers differ by {FLAG_ROW_POINTS} or more points on a row, "
+    f"by {FLAG_TOTAL_POINTS} or more on the total, "
+    "or their recommendations split between yes and no"
 )
+
+# ------------------------------------------------------------------ recommendations
+# The levels' order and labels are the model's choices (strong no … strong yes); these
+# helpers only count and word them, so every page, the CSV, the report and the JSON agree.
+Recommendation = Review.Recommendation
+YES_SIDE = frozenset({Recommendation.YES, Recommendation.STRONG_YES})
+
+
+def recommendation_label(value: str) -> str:
+    """The label of a recommendation value ("Strong yes"); "" for a review without one."""
+    return Recommendation(value).label if value in Recommendation.values else ""
+
+
+def recommendation_counts(values: Iterable[str]) -> list[tuple[str, str, int]]:
+    """(value, label, count) of each level given, the most favourable first."""
+    counts = Counter(v for v in values if v in Recommendation.values)
+    return [
+        (level.value, level.label, counts[level.value])
+        for level in reversed(Recommendation)
+        if counts[level.value]
+    ]
+
+
+def recommendation_text(values: Iterable[str]) -> str:
+    """The counts in words: "2 yes · 1 strong no"; "" when nobody recommended."""
+    return " · ".join(f"{n} {label.lower()}" for _, label, n in recommendation_counts(values))
+
+
+def recommendation_agreement(values: Iterable[str]) -> str:
+    """Whether the reviewers agree on the recommendation: "agree" (one level), "same side"
+    (yes and strong yes, or no and strong no), "split" (yes and no), "one" (a single
+    recommendation) or "none"."""
+    given = [v for v in values if v in Recommendation.values]
+    if not given:
+        return "none"
+    if len(given) == 1:
+        return "one"
+    if len(set(given)) == 1:
+        return "agree"
+    sides = {v in YES_SIDE for v in given}
+    return "same side" if len(sides) == 1 else "split"
+
 
 # The check-based status filter, in the order the page lists it.
 STATUSES = {
@@ -55,6 +101,7 @@ class RowScore:
     value: int | None
     evidence: str = ""
     notes: list[str] = field(default_factory=list)
+    contradiction: Contradiction | None = None  # with the row's linked checks
 
 
 @dataclass
@@ -63,6 +110,11 @@ class ReviewEntry:
 
     reviewer: str
     scores: dict[int, RowScore]  # row id -> score
+    recommendation: str = ""  # a Review.Recommendation value, "" when none was given
+
+    @property
+    def recommendation_label(self) -> str:
+        return recommendation_label(self.recommendation)
 
     def total(self, rows: list[RubricRow]) -> float | None:
         return weighted_total(
@@ -111,6 +163,20 @@ class ReviewerCell:
     name: str
     total: float | None
     state: str  # "submitted", "draft" or "" (no review by this reviewer)
+    recommendation: str = ""  # its label, "" when none
+
+
+@dataclass(frozen=True, slots=True)
+class Contradicted:
+    """One score of a candidate that contradicts its row's linked checks."""
+
+    reviewer: str
+    row: RubricRow
+    contradiction: Contradiction
+
+    @property
+    def text(self) -> str:
+        return f"{self.reviewer} on {self.row.title}: {self.contradiction.text}"
 
 
 @dataclass
@@ -156,6 +222,30 @@ class Candidate:
     def totals_flagged(self) -> bool:
         return self.total_apart >= FLAG_TOTAL_POINTS
 
+    @property
+    def recommendations(self) -> list[str]:
+        """Each submitted review's recommendation, by reviewer name ("" for none)."""
+        return [r.recommendation for r in self.reviews]
+
+    @property
+    def recommendation_text(self) -> str:
+        return recommendation_text(self.recommendations)
+
+    @property
+    def recommendation_agreement(self) -> str:
+        return recommendation_agreement(self.recommendations)
+
+    @cached_property
+    def contradictions(self) -> list[Contradicted]:
+        """The submitted scores that contradict their rows' linked checks, by reviewer then
+        rubric row."""
+        return [
+            Contradicted(who, r.row, s.contradiction)
+            for r in self.ranges
+            for who, s in sorted(r.by_reviewer.items())
+            if s.contradiction is not None
+        ]
+
     @cached_property
     def flag_reasons(self) -> list[str]:
         """Why this candidate's reviewers disagree, in words; empty when they do not."""
@@ -165,6 +255,8 @@ class Candidate:
         for r in self.ranges:
             if r.flagged:
                 out.append(f"{r.row.title}: {r.low} to {r.high}")
+        if self.recommendation_agreement == "split":
+            out.append(f"recommendations split: {self.recommendation_text}")
         return out
 
     @property
@@ -197,11 +289,13 @@ class Candidate:
     def cells(self, reviewers: list[str]) -> list[ReviewerCell]:
         """One cell per reviewer of the cohort: their total, or that they are still
         scoring, or that this candidate is not theirs."""
+        given = {r.reviewer: r.recommendation_label for r in self.reviews}
         return [
             ReviewerCell(
                 name,
                 self.totals.get(name),
                 "submitted" if name in self.totals else "draft" if name in self.drafts else "",
+                given.get(name, ""),
             )
             for name in reviewers
         ]
@@ -276,10 +370,17 @@ class Cohort:
                 {
                     "reviewer": r.reviewer,
                     "total": c.totals[r.reviewer],
+                    "recommendation": r.recommendation or None,
                     "rows": {
                         titles[row_id]: s.value
                         for row_id, s in r.scores.items()
                         if s.value is not None and row_id in titles
+                    },
+                    # row title -> what the score contradicts (only rows that do)
+                    "contradicts_checks": {
+                        titles[row_id]: s.contradiction.as_json()
+                        for row_id, s in r.scores.items()
+                        if s.contradiction is not None and row_id in titles
                     },
                 }
                 for r in c.reviews
@@ -294,6 +395,12 @@ class Cohort:
                     "min": c.low,
                     "max": c.high,
                     "flagged": c.flagged,
+                    "flag_reasons": c.flag_reasons,
+                    "recommendations": {
+                        value: n for value, _, n in recommendation_counts(c.recommendations)
+                    },
+                    "recommendation_agreement": c.recommendation_agreement,
+                    "contradicted": bool(c.contradictions),
                 }
             )
         return {
@@ -337,14 +444,15 @@ def cohort_for(assignment: Assignment, *, only: Submission | None = None) -> Coh
     ids = {s.pk for s in latest.values()}
     text = SafeText()
     username = f"reviewer__{get_user_model().USERNAME_FIELD}"
-    reviews: dict[int, tuple[int, str, str, int]] = {}  # review -> (submission, who, state, uid)
-    for rid, sid, who, state, uid in (
+    # review -> (submission, who, state, uid, recommendation)
+    reviews: dict[int, tuple[int, str, str, int, str]] = {}
+    for rid, sid, who, state, uid, recommendation in (
         Review.objects.filter(**scope)
         .order_by()
-        .values_list("pk", "submission_id", username, "state", "reviewer_id")
+        .values_list("pk", "submission_id", username, "state", "reviewer_id", "recommendation")
     ):
         if sid in ids:
-            reviews[rid] = (sid, who, state, uid)
+            reviews[rid] = (sid, who, state, uid, recommendation)
     notes: dict[tuple[int, int, int], list[str]] = defaultdict(list)  # (sub, row, uid)
     for sid, row_id, uid, body in (
         Note.objects.filter(**scope, row__isnull=False)
@@ -360,29 +468,41 @@ def cohort_for(assignment: Assignment, *, only: Submission | None = None) -> Coh
         .values_list("review_id", "row_id", "value", "evidence")
     ):
         if rid in reviews:
-            sid, _, _, uid = reviews[rid]
+            sid, _, _, uid, _ = reviews[rid]
             scores[rid][row_id] = RowScore(
                 value, text.full(evidence), notes.get((sid, row_id, uid), [])
             )
     checks: dict[int, dict[str, dict[str, int]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(int))
     )
+    statuses: dict[int, dict[str, str]] = defaultdict(dict)  # submission -> check -> status
     for sid, cid, status in CheckResult.objects.filter(**scope).values_list(
         "submission_id", "check_id", "status"
     ):
         if sid in ids:
             checks[sid][cid.split(".", 1)[0]][status] += 1
+            statuses[sid][cid] = status
     by_submission: dict[int, list[tuple[str, str, int]]] = defaultdict(list)
-    for rid, (sid, who, state, _) in reviews.items():
+    for rid, (sid, who, state, _, _) in reviews.items():
         by_submission[sid].append((who, state, rid))
+    not_applying = checks_not_applying(assignment)
+    linked = {row.pk: row.check_ids for row in rows}
     candidates = []
     for s in latest.values():
         entries = sorted(by_submission[s.pk])
         submitted = [
-            ReviewEntry(who, scores[rid])
+            ReviewEntry(who, scores[rid], reviews[rid][4])
             for who, state, rid in entries
             if state == Review.State.SUBMITTED
         ]
+        for entry in submitted:
+            for row_id, score in entry.scores.items():
+                score.contradiction = contradiction(
+                    score.value,
+                    linked.get(row_id, ()),
+                    statuses[s.pk],
+                    not_applying=not_applying,
+                )
         ranges = [
             RowRange(row, {r.reviewer: r.scores[row.pk] for r in submitted if row.pk in r.scores})
             for row in rows
@@ -426,4 +546,31 @@ def units_by_assignment(assignments: list[Assignment]) -> dict[int, Units]:
     ):
         if sid in owner:  # an older submission's scores do not count
             out[owner[sid]].setdefault((sid, row_id), {})[who] = value
+    return out
+
+
+def recommendations_by_assignment(
+    assignments: list[Assignment],
+) -> dict[int, list[tuple[str, str]]]:
+    """Each assignment's (reviewer, recommendation) pairs, over the reviews `cohort_for`
+    counts (latest non-rejected submission per candidate, submitted reviews; "" where none
+    was given), in two queries for all of them."""
+    ids = [a.pk for a in assignments]
+    if not ids:
+        return {}
+    latest: dict[tuple[int, int], int] = {}  # (assignment, candidate) -> submission
+    for sid, aid, cid in _newest_first(Submission.objects.filter(assignment__in=ids)).values_list(
+        "pk", "assignment_id", "candidate_id"
+    ):
+        latest.setdefault((aid, cid), sid)
+    owner = {sid: aid for (aid, _), sid in latest.items()}
+    username = f"reviewer__{get_user_model().USERNAME_FIELD}"
+    out: dict[int, list[tuple[str, str]]] = {aid: [] for aid in ids}
+    for sid, who, value in (
+        Review.objects.filter(submission__assignment__in=ids, state=Review.State.SUBMITTED)
+        .order_by(username, "submission_id")
+        .values_list("submission_id", username, "recommendation")
+    ):
+        if sid in owner:
+            out[owner[sid]].append((who, value))
     return out

@@ -46,6 +46,7 @@ from reviewer.cohort.cohort import (
 )
 from reviewer.cohort.safe_text import SafeText
 from reviewer.models import Note, Review, RubricRow, ScoreEvent
+from reviewer.review.contradiction import Contradiction
 from reviewer.review.verdict import status_label, verdict_for
 from submissions.checks.cohort import OTHER
 from submissions.models import Assignment, CheckResult, Submission
@@ -173,6 +174,7 @@ class Cell:
     value: int | None
     evidence: str
     notes: tuple[str, ...]
+    contradiction: Contradiction | None = None  # with the row's linked checks
 
 
 @dataclass(slots=True)
@@ -200,6 +202,21 @@ class Detail:
     pins: list[Pin] = field(default_factory=list)
     audit: list[AuditLine] = field(default_factory=list)
     audit_left_out: int = 0
+    audit_people: int = 0  # who made the changes, left-out ones included
+
+    @property
+    def audit_summary(self) -> str:
+        """The folded audit trail's one line: "14 changes by 3 people, last …"."""
+        total = len(self.audit) + self.audit_left_out
+        people = f"{self.audit_people} {'person' if self.audit_people == 1 else 'people'}"
+        last = f", last {self.audit[-1].at}" if self.audit else ""
+        return f"{total} change{'' if total == 1 else 's'} by {people}{last}"
+
+    @property
+    def recommendations(self) -> list[tuple[str, str]]:
+        """(reviewer, recommendation label or "") in `reviewers` order."""
+        given = {r.reviewer: r.recommendation_label for r in self.candidate.reviews}
+        return [(name, given.get(name, "")) for name in self.reviewers]
 
     @property
     def submission(self) -> Submission:
@@ -379,6 +396,7 @@ def _detail(
                     s.value,
                     text.cut(s.evidence, limits.evidence_chars),
                     tuple(text.cut(n, limits.note_chars, one_line=False) for n in s.notes),
+                    s.contradiction,
                 )
             )
             pairs.append((name, cell))
@@ -398,6 +416,7 @@ def _detail(
         ],
         audit=audit,
         audit_left_out=left_out,
+        audit_people=len({who for *_, who, _, _ in events}),
     )
 
 

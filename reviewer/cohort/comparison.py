@@ -91,14 +91,17 @@ class Filters:
 
 
 def comparison_csv(cohort: Cohort, candidates: list[Candidate]) -> str:
-    """The comparison as CSV: one line per candidate, each reviewer's total in its own
-    column, the range, the flag, and each rubric row's mean, lowest and highest. A value
-    nobody gave is empty, never 0."""
+    """The comparison as CSV: one line per candidate, each reviewer's total and
+    recommendation in their own columns, the range, the flag, the recommendations counted,
+    the scores that contradict their checks, and each rubric row's mean, lowest and
+    highest. A value nobody gave is empty, never 0."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     header = ["candidate", "submission", "status"]
     header += [f"{_csv_safe(name)} (total)" for name in cohort.reviewers]
+    header += [f"{_csv_safe(name)} (recommendation)" for name in cohort.reviewers]
     header += ["mean total", "lowest total", "highest total", "flagged", "why flagged"]
+    header += ["recommendations", "recommendations agree", "contradicts its checks"]
     for row in cohort.rows:
         header += [f"{row.title} (mean)", f"{row.title} (lowest)", f"{row.title} (highest)"]
     header += ["reviews", "reviewers", "reviews in progress", "flaws found", "could not run"]
@@ -106,8 +109,12 @@ def comparison_csv(cohort: Cohort, candidates: list[Candidate]) -> str:
     for c in candidates:
         line: list[object] = [_csv_safe(c.name), c.submission.pk, STATUSES[c.status]]
         line += [_blank(c.totals.get(name)) for name in cohort.reviewers]
+        given = {r.reviewer: r.recommendation_label for r in c.reviews}
+        line += [given.get(name, "") for name in cohort.reviewers]
         line += [_blank(c.mean), _blank(c.low), _blank(c.high), "yes" if c.flagged else "no"]
         line.append(_csv_safe("; ".join(c.flag_reasons)))
+        line += [c.recommendation_text, c.recommendation_agreement]
+        line.append(_csv_safe("; ".join(x.text for x in c.contradictions)))
         for r in c.ranges:
             line += [_blank(r.mean), _blank(r.low), _blank(r.high)]
         line += [len(c.reviews), _csv_safe(" ".join(c.totals)), len(c.drafts)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
@@ -11,6 +11,7 @@ from django.utils import timezone
 from cassettes_app.checks.rules import shape_rules
 from reviewer.models import Note, Review, RubricRow, Score, ScoreEvent
 from reviewer.review.audit import audit_record
+from reviewer.review.contradiction import Contradiction, contradiction
 from reviewer.review.rubrics import rubric_for, weighted_total
 from submissions.models import Assignment, CheckResult, Submission
 from submissions.roles import is_hiring_lead
@@ -241,6 +242,8 @@ class ReviewView:
     scores: dict[int, Score]
     total: float | None
     notes: dict[int, str]  # row id -> sanitised HTML
+    # row id -> the score's contradiction with its linked checks (only rows that have one)
+    contradictions: dict[int, Contradiction] = field(default_factory=dict)
 
 
 def reviews_visible_to(user: Any, submission: Submission) -> list[ReviewView]:
@@ -261,15 +264,31 @@ def reviews_visible_to(user: Any, submission: Submission) -> list[ReviewView]:
         for n in Note.objects.filter(submission=submission).exclude(row=None)
         if n.row_id is not None
     }
+    shown = [r for r in reviews if r is own or see_all]
+    # One query for the page's checks, read only when a review is shown.
+    statuses = (
+        dict(CheckResult.objects.filter(submission=submission).values_list("check_id", "status"))
+        if shown
+        else {}
+    )
+    not_applying = checks_not_applying(submission.assignment) if shown else frozenset()
     out = []
-    for review in reviews:
-        if review is not own and not see_all:
-            continue
+    for review in shown:
         scores = {s.row_id: s for s in review.scores.all()}
         rows = review.rubric.rows.all()
         total = weighted_total(
             [(r.weight, scores[r.pk].value if r.pk in scores else None) for r in rows]
         )
         mine = {row: html for (author, row), html in notes.items() if author == review.reviewer_id}
-        out.append(ReviewView(review, scores, total, mine))
+        contradicted = {
+            row.pk: found
+            for row in rows
+            if row.pk in scores
+            and (
+                found := contradiction(
+                    scores[row.pk].value, row.check_ids, statuses, not_applying=not_applying
+                )
+            )
+        }
+        out.append(ReviewView(review, scores, total, mine, contradicted))
     return out

@@ -5,15 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from reviewer.models import Review, ScoreEvent
+from reviewer.review.contradiction import contradiction
 from reviewer.review.rubrics import review_total, rubric_for
+from reviewer.review.scoring import checks_not_applying
 from submissions.models import Submission
 
 
 def report_build(submission: Submission) -> dict[str, Any]:
     """Everything the dashboard knows of a submission, as plain JSON-able data."""
+    results = list(submission.checks.order_by("check_id"))
     checks = [
         {"id": c.check_id, "status": c.status, "summary": c.summary, "evidence": c.evidence}
-        for c in submission.checks.order_by("check_id")
+        for c in results
     ]
     findings = [
         {
@@ -55,7 +58,7 @@ def report_build(submission: Submission) -> dict[str, Any]:
         "findings": findings,
         "recordings": _recordings(submission),
         "jobs": jobs,
-        "scores": _scores(submission),
+        "scores": _scores(submission, {c.check_id: c.status for c in results}),
     }
 
 
@@ -77,8 +80,10 @@ def _recordings(submission: Submission) -> list[dict[str, Any]]:
     ]
 
 
-def _scores(submission: Submission) -> dict[str, Any]:
-    """Each review's row values and weighted total, in a stable order."""
+def _scores(submission: Submission, statuses: dict[str, str]) -> dict[str, Any]:
+    """Each review's row values, weighted total, recommendation (null when none was given)
+    and the rows whose score contradicts their linked checks, in a stable order."""
+    not_applying = checks_not_applying(submission.assignment)
     rubric = rubric_for(submission.assignment)
     reviews = (
         Review.objects.filter(submission=submission)
@@ -89,11 +94,22 @@ def _scores(submission: Submission) -> dict[str, Any]:
     out: dict[str, Any] = {"rubric": rubric.slug if rubric else None, "reviews": []}
     for review in reviews:
         rows = sorted(review.scores.all(), key=lambda s: s.row.order)
+        contradicted = {
+            s.row.title: found.as_json()
+            for s in rows
+            if (
+                found := contradiction(
+                    s.value, s.row.check_ids, statuses, not_applying=not_applying
+                )
+            )
+        }
         out["reviews"].append(
             {
                 "reviewer": review.reviewer.get_username(),
                 "state": review.state,
+                "recommendation": review.recommendation or None,
                 "rows": {s.row.title: s.value for s in rows},
+                "contradicts_checks": contradicted,
                 # Over every row of the rubric, as the desk and the cohort count it: an
                 # unscored row weighs in as not yet scored, not as absent.
                 "total": review_total(review.rubric.rows.all(), rows),

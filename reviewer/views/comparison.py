@@ -50,7 +50,7 @@ def comparison(request: HttpRequest, slug: str) -> HttpResponse:
             "flagged": sum(c.flagged for c in cohort.candidates),
             "flag_rule": FLAG_RULE,
             "agreement": cohort.figures,
-            "columns": 5 + len(cohort.reviewers) + len(cohort.rows),
+            "columns": 6 + len(cohort.reviewers) + len(cohort.rows),
         }
         return render_to_string("reviewer/comparison.html#table", context, request=request)
 

@@ -481,3 +481,60 @@ def test_row_spreads_count_only_units_with_two_reviewers() -> None:
     assert row_spreads(units) == {
         7: {"units": 3, "paired": 2, "mean_spread": 2, "apart": 2, "flagged": 1}
     }
+
+
+# --- recommendations ------------------------------------------------------------------------
+
+
+def test_each_reviewers_recommendations_and_their_agreement_match_the_cohort_json(
+    client, lead, assignment, seeded
+) -> None:
+    subs, _ = seeded
+    given = {
+        ("Noor", "alice"): "strong_yes",
+        ("Noor", "bob"): "yes",
+        ("Ada", "alice"): "yes",
+        ("Ada", "bob"): "strong_no",
+        ("Kim", "alice"): "no",
+        ("Kim", "bob"): "no",
+        ("Cy", "dan"): "no",
+    }
+    for (name, who), value in given.items():
+        Review.objects.filter(submission=subs[name], reviewer__username=who).update(
+            recommendation=value
+        )
+    out = StringIO()
+    call_command("cohort", assignment.slug, "--format", "json", stdout=out)
+    doc = json.loads(out.getvalue())
+    client.force_login(lead)
+    body = _get(client, "calibration", assignment.slug)
+    shown = _figures(body)
+    labels = {"strong_no": "Strong no", "no": "No", "yes": "Yes", "strong_yes": "Strong yes"}
+    for who in ("alice", "bob", "dan", "eve"):
+        mine = [
+            r["recommendation"]
+            for c in doc["candidates"]
+            for r in c["reviews"]
+            if r["reviewer"] == who
+        ]
+        for value, label in labels.items():
+            assert shown[f"rec:{who}:{label}"] == str(mine.count(value))
+        assert shown[f"rec:{who}:none"] == str(mine.count(None))
+    assert shown["rec:alice:Yes"] == "1" and shown["rec:bob:No"] == "1"
+    assert "rec:carol:none" not in shown  # a draft counts for nothing
+    readings = [c["recommendation_agreement"] for c in doc["candidates"]]
+    assert sorted(r for r in readings if r in ("agree", "same side", "split")) == [
+        "agree",
+        "same side",
+        "split",
+    ]
+    assert (
+        "Of 3 candidates with two or more recommendations, the reviewers agree on 1, "
+        "lean the same way on 1 (yes and strong yes, or no and strong no) and split "
+        "between yes and no on 1."
+    ) in body
+    assert ">Ada</a>: 1 yes · 1 strong no</li>" in body
+    across = _figures(_get(client, "reviewers_calibration"))
+    assert {k: v for k, v in across.items() if k.startswith("rec:")} == {
+        k: v for k, v in shown.items() if k.startswith("rec:")
+    }

@@ -565,3 +565,107 @@ def test_the_table_generation_lives_beside_the_assignment_in_the_reviewer_app(
     first = client.get(url).content.decode()
     Score.objects.filter(review__submission=sub).delete()  # no generation to move on
     assert client.get(url).content.decode() != first
+
+
+def _recommend(submission, reviewer, value: str) -> None:
+    Review.objects.filter(submission=submission, reviewer=reviewer).update(recommendation=value)
+
+
+def test_each_reviewers_recommendation_is_shown_and_counted_as_the_json_says(
+    client, lead, reviewer, reviewer2, assignment
+) -> None:
+    import csv
+
+    from reviewer.cohort.cohort import cohort_for
+
+    dana = User.objects.create_user("dana")
+    agreed, split, none = _cohort(assignment, [reviewer, reviewer2, dana], 3, scores=(2, 2, 2))
+    for who, value in ((reviewer, "yes"), (reviewer2, "yes"), (dana, "strong_no")):
+        _recommend(split, who, value)
+    for who, value in ((reviewer, "strong_yes"), (reviewer2, "yes"), (dana, "yes")):
+        _recommend(agreed, who, value)
+    data = {c["candidate"]: c for c in cohort_for(assignment).as_json()["candidates"]}
+    assert [r["recommendation"] for r in data["Candidate 001"]["reviews"]] == [
+        "yes",
+        "yes",
+        "strong_no",
+    ]
+    assert data["Candidate 001"]["recommendations"] == {"yes": 2, "strong_no": 1}
+    assert data["Candidate 001"]["recommendation_agreement"] == "split"
+    assert data["Candidate 001"]["flagged"] is True  # same scores, opposite calls
+    assert data["Candidate 000"]["recommendation_agreement"] == "same side"
+    assert data["Candidate 000"]["flagged"] is False
+    assert [r["recommendation"] for r in data["Candidate 002"]["reviews"]] == [None] * 3
+    assert data["Candidate 002"]["recommendations"] == {}
+
+    client.force_login(lead)
+    body = client.get(reverse("comparison", args=[assignment.slug])).content.decode()
+    line = _block(body, "Candidate 001")
+    assert "2 yes · 1 strong no" in line and "⚑ split" in line
+    assert "recommendations split: 2 yes · 1 strong no" in html.unescape(line)
+    assert re.search(r">\s*66\.7<small class=\"rec\"> strong no</small>", line)
+    assert "1 strong yes · 2 yes" in _block(body, "Candidate 000")
+    assert "⚑ split" not in _block(body, "Candidate 000")
+    assert '<td class="rec">—</td>' in _block(body, "Candidate 002")
+    # The counts are the JSON's, level by level.
+    for c in data.values():
+        words = " · ".join(
+            f"{n} {label}"
+            for value, label in (
+                ("strong_yes", "strong yes"),
+                ("yes", "yes"),
+                ("no", "no"),
+                ("strong_no", "strong no"),
+            )
+            if (n := c["recommendations"].get(value))
+        )
+        assert (words or "—") in _block(body, c["candidate"])
+
+    rows = csv.DictReader(
+        io.StringIO(
+            client.get(
+                reverse("comparison", args=[assignment.slug]), {"format": "csv"}
+            ).content.decode()
+        )
+    )
+    by_name = {r["candidate"]: r for r in rows}
+    assert by_name["Candidate 001"]["dana (recommendation)"] == "Strong no"
+    assert by_name["Candidate 001"]["recommendations"] == "2 yes · 1 strong no"
+    assert by_name["Candidate 001"]["recommendations agree"] == "split"
+    assert by_name["Candidate 002"]["alice (recommendation)"] == ""
+    assert none
+
+
+def test_a_score_that_contradicts_its_checks_is_flagged_with_their_ids(
+    client, lead, reviewer, reviewer2, assignment
+) -> None:
+    import csv
+
+    from reviewer.cohort.cohort import cohort_for
+
+    rubric = RubricTemplate.objects.get(slug="cassette")
+    row = next(r for r in rubric.rows.all() if r.check_ids)
+    (sub,) = _cohort(assignment, [reviewer, reviewer2], 1, scores=(3, 3))
+    failing = row.check_ids[0]
+    CheckResult.objects.create(submission=sub, check_id=failing, status="fail", summary="s")
+    data = cohort_for(assignment).as_json()["candidates"][0]
+    marks = [r["contradicts_checks"] for r in data["reviews"]]
+    assert marks == [{row.title: {"value": 3, "checks": [failing], "failed": True}}] * 2
+    assert data["contradicted"] is True and data["flagged"] is False
+
+    client.force_login(lead)
+    body = html.unescape(client.get(reverse("comparison", args=[assignment.slug])).content.decode())
+    line = _block(body, "Candidate 000")
+    assert "⚠ contradicts its checks</span>" in line
+    assert f"⚠ alice on {row.title}: contradicts its checks: 3 while {failing} failed" in line
+    assert f"⚠ contradicts its checks ({failing})" in line  # beside the score itself
+    text = client.get(reverse("comparison", args=[assignment.slug]), {"format": "csv"})
+    (line_csv,) = csv.DictReader(io.StringIO(text.content.decode()))
+    assert (
+        f"bob on {row.title}: contradicts its checks: 3 while {failing} failed"
+        in (line_csv["contradicts its checks"])
+    )
+
+    # Nothing observed (the check skipped for a missing precondition): no marker.
+    CheckResult.objects.filter(submission=sub).update(status="skip")
+    assert cohort_for(assignment).as_json()["candidates"][0]["contradicted"] is False

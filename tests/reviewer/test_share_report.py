@@ -589,3 +589,78 @@ def test_a_key_hidden_behind_whitespace_is_still_redacted(assignment) -> None:
     )
     html = cohort_report_html(assignment)
     assert KEY[:20] not in html and "old sk-p…" in html
+
+
+# ------------------------------------------------------------------ issue 27: the lead's reading
+
+
+def test_the_audit_trail_is_folded_per_candidate_one_line_a_change(seeded, assignment) -> None:
+    html = cohort_report_html(assignment, generated_by="test")
+    page = assert_self_contained(html)
+    ada = seeded["ada"]
+    events = ScoreEvent.objects.filter(submission=ada).order_by("at", "pk")
+    people = {e.actor_id for e in events}
+    last = events.last().at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    start = html.index(f'<details class="audit-trail" id="candidate-{ada.pk}-audit">')
+    folded = html[start : html.index("</details>", start)]
+    summary = re.search(r"<summary>(.*?)</summary>", folded, re.S)
+    assert summary is not None
+    assert re.sub(r"<[^>]+>", "", summary.group(1)) == (
+        f"Audit trail: {events.count()} changes by {len(people)} people, last {last}"
+    )
+    lines = re.findall(r"<li>(.*?)</li>", folded, re.S)
+    assert len(lines) == events.count()
+    assert all("\n" not in line and "<div" not in line for line in lines)  # one line each
+    assert "score: 2 → 3" in folded and "reason: reproduced it by hand" in folded
+    # Closed on screen (no `open`), every line shown in print.
+    assert [attrs.get("open") for tag, attrs in page.tags if tag == "details"] == [None] * 2
+    assert "details.audit-trail::details-content { content-visibility: visible" in page.style
+    assert ".audit .change { display: block" not in page.style
+    # The hostile name's candidate has no change: no fold, the words say so.
+    hostile = html[html.index(f'id="candidate-{seeded["hostile"].pk}"') :]
+    assert "No change recorded yet." in hostile[: hostile.index("</section>")]
+
+
+def test_the_report_shows_each_recommendation_and_contradiction_as_the_json(
+    seeded, assignment
+) -> None:
+    ada, bea = seeded["ada"], seeded["bea"]
+    Review.objects.filter(submission=ada, reviewer__username="alice").update(
+        recommendation="strong_yes"
+    )
+    Review.objects.filter(submission=ada, reviewer__username="bob").update(recommendation="no")
+    Review.objects.filter(submission=bea, reviewer__username="alice").update(recommendation="yes")
+    data = {c["submission"]: c for c in cohort_for(assignment).as_json()["candidates"]}
+    html = cohort_report_html(assignment)
+    page = Page(html)
+    words = {"strong_yes": "strong yes", "yes": "yes", "no": "no", "strong_no": "strong no"}
+    for sid, c in data.items():
+        cells = page.row_by_id(f"row-{sid}")
+        text = " · ".join(f"{n} {words[v]}" for v, n in c["recommendations"].items())
+        split = " ⚑ split" if c["recommendation_agreement"] == "split" else ""
+        assert cells[-1] == (text or "—") + split
+        assert ("⚠ contradicts its checks" in cells[-2]) == c["contradicted"]
+    assert page.row_by_id(f"row-{ada.pk}")[-1] == "1 strong yes · 1 no ⚑ split"
+    section = html[html.index(f'id="candidate-{ada.pk}"') :]
+    section = section[: section.index("</section>")]
+    assert Page(section).row("Recommendation") == ["Recommendation", "Strong yes", "No"]
+    # alice's 3s beside the failed no-secrets check, marked with its id, as in the JSON.
+    marks = {r["reviewer"]: r["contradicts_checks"] for r in data[ada.pk]["reviews"]}
+    assert marks["alice"] == {
+        "Recording hygiene": {"value": 3, "checks": ["cassettes.no_secrets"], "failed": True}
+    }
+    # bob's 1 beside the one entry-point check that passed: the other direction.
+    assert marks["bob"] == {
+        "Entry points and notes": {"value": 1, "checks": ["docs.entrypoints"], "failed": False}
+    }
+    assert (
+        "alice on Recording hygiene: contradicts its checks: 3 while cassettes.no_secrets failed"
+        in section
+    )
+    assert (
+        "bob on Entry points and notes: contradicts its checks: 1 while docs.entrypoints passed"
+        in section
+    )
+    assert "⚠ contradicts its checks (cassettes.no_secrets)" in section
+    one = submission_report_html(Submission.objects.get(pk=ada.pk))
+    assert "Recommendations: <strong>1 strong yes · 1 no</strong>" in one

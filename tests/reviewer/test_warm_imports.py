@@ -1,0 +1,58 @@
+"""The scientific stack is imported at start by web processes only."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from reviewer import apps
+from reviewer.cohort import agreement
+from tests.paths import ROOT
+
+
+def test_web_processes_are_told_from_commands_and_tests(monkeypatch) -> None:
+    for name in apps.WEB_SERVERS:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert not apps.serves_web(["manage.py", "check"], {})
+    assert not apps.serves_web(["pytest"], {})
+    assert not apps.serves_web(["manage.py", "runserver"], {})  # the reloader's parent
+    assert apps.serves_web(["manage.py", "runserver"], {"RUN_MAIN": "true"})
+    assert apps.serves_web(["manage.py", "runserver", "--noreload"], {})
+    monkeypatch.setitem(sys.modules, "gunicorn", sys.modules["os"])
+    assert apps.serves_web(["gunicorn"], {})
+
+
+@pytest.mark.parametrize("web", [True, False])
+def test_ready_warms_the_stack_only_for_a_web_process(monkeypatch, web) -> None:
+    from django.apps import apps as registry
+
+    warmed = []
+    monkeypatch.setattr(apps, "serves_web", lambda: web)
+    monkeypatch.setattr(agreement, "warm", lambda: warmed.append(True))
+    registry.get_app_config("reviewer").ready()
+    assert warmed == ([True] if web else [])
+
+
+def test_warm_imports_every_heavy_module() -> None:
+    agreement.warm()
+    assert all(name in sys.modules for name in agreement.HEAVY_IMPORTS)
+
+
+def test_a_management_command_does_not_import_the_stack() -> None:
+    code = (
+        "import django, sys; django.setup(); "
+        "from django.core.management import call_command; call_command('check', verbosity=0); "
+        "print(sorted(m for m in ('numpy', 'krippendorff', 'sklearn') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={"DJANGO_SETTINGS_MODULE": "tests.settings", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[]"
