@@ -145,6 +145,11 @@ STORAGES = {
 }
 # Extracted trees are a per-machine cache, re-derived from the stored archive when missing.
 WORK_DIR = env.path("WORK_DIR", DATA_DIR / "work")
+# The file viewer reads one file from the stored archive, never from WORK_DIR. An archive in a
+# storage that is not a local folder (S3) is copied once per host into this cache, keyed by
+# its sha256 and bounded by bytes, least recently used first out.
+ARCHIVE_CACHE_DIR = env.path("ARCHIVE_CACHE_DIR", DATA_DIR / "archive-cache")
+ARCHIVE_CACHE_BYTES = env.int("ARCHIVE_CACHE_BYTES", 2 * 2**30, minimum=2**20)
 
 # Archive intake caps (bytes unless named otherwise).
 INTAKE_MAX_UPLOAD_BYTES = env.int("INTAKE_MAX_UPLOAD_BYTES", 50 * 2**20, minimum=1)
