@@ -143,8 +143,10 @@ STORAGES = {
         ),
     },
 }
-# Extracted trees are a per-machine cache, re-derived from the stored archive when missing.
+# Extracted trees are a per-machine cache, re-derived from the stored archive when missing,
+# bounded by bytes (least recently used out; never a tree used within JOB_TIME_LIMIT).
 WORK_DIR = env.path("WORK_DIR", DATA_DIR / "work")
+TREE_CACHE_BYTES = env.int("TREE_CACHE_BYTES", 10 * 2**30, minimum=2**20)
 # The file viewer reads one file from the stored archive, never from WORK_DIR. An archive in a
 # storage that is not a local folder (S3) is copied once per host into this cache, keyed by
 # its sha256 and bounded by bytes, least recently used first out.

@@ -1,9 +1,18 @@
-"""Where a submission's unpacked tree lives, unpacked again from storage when missing here."""
+"""Where a submission's unpacked tree lives, unpacked again from storage when missing here.
+
+Trees are a per-host cache under WORK_DIR, bounded by TREE_CACHE_BYTES: each placed tree
+records its size beside it, each use stamps its folder, and the least recently used go first.
+A tree used within JOB_TIME_LIMIT is never removed (a job on this host may be reading it), so
+the cap can be passed for a while when every tree is in use.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from django.conf import settings
@@ -60,6 +69,7 @@ def archive_tree(stored_name: str, dest: Path, *, commit: str | None = None) -> 
     With `commit`, the stored file is a bundle, and the tree is that commit's.
     """
     if dest.is_dir():
+        tree_touch(dest)
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="fetch-", dir=dest.parent))
@@ -78,4 +88,62 @@ def archive_tree(stored_name: str, dest: Path, *, commit: str | None = None) -> 
                 raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    tree_placed(dest)
     return dest
+
+
+# --- the bounded cache of trees ----------------------------------------------------------
+
+_SIZE_FILE = "tree.bytes"
+
+
+def tree_touch(dest: Path) -> None:
+    """Stamp a tree as just used (its folder's mtime), for least-recently-used eviction."""
+    with contextlib.suppress(FileNotFoundError):
+        os.utime(dest.parent)
+
+
+def tree_placed(dest: Path) -> None:
+    """Record a new tree's size beside it, then keep this host's trees under their cap."""
+    (dest.parent / _SIZE_FILE).write_text(str(_tree_bytes(dest)))
+    tree_touch(dest)
+    trees_evict(keep=dest.parent)
+
+
+def _tree_bytes(root: Path) -> int:
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
+
+
+def trees_evict(*, keep: Path | None = None) -> list[Path]:
+    """Remove the least recently used trees of this host until they total TREE_CACHE_BYTES
+    at most; never `keep` nor a tree used within JOB_TIME_LIMIT. Returns the folders gone."""
+    work = Path(settings.WORK_DIR)
+    entries = []
+    for kind in ("submissions", "rerecords"):
+        with contextlib.suppress(FileNotFoundError), os.scandir(work / kind) as folders:
+            for entry in folders:
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                folder = Path(entry.path)
+                try:
+                    size = int((folder / _SIZE_FILE).read_text())
+                except (OSError, ValueError):
+                    size = _tree_bytes(folder)  # placed before sizes were recorded
+                entries.append((entry.stat(follow_symlinks=False).st_mtime, size, folder))
+    total = sum(size for _, size, _ in entries)
+    busy_since = time.time() - settings.JOB_TIME_LIMIT
+    gone = []
+    for used, size, folder in sorted(entries):
+        if total <= settings.TREE_CACHE_BYTES or used >= busy_since:
+            break  # sorted by last use: every later tree is in use too
+        if folder == keep:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        gone.append(folder)
+        total -= size
+    return gone
