@@ -6,7 +6,8 @@ A storage that is a local folder is read in place; any other is copied once, has
 into a per-host cache of archives keyed by sha256 (ARCHIVE_CACHE_DIR), bounded by bytes
 (ARCHIVE_CACHE_BYTES) and emptied least recently used first. A file's first bytes are read
 from the archive (a zip member alone is inflated; a tar is streamed; a git bundle is read at
-the judged commit), never more than the viewer's limit, and a file over the per-file cap
+the judged commit, from its pack indexed once in the same cache so that only the objects on
+the path are inflated), never more than the viewer's limit, and a file over the per-file cap
 (INTAKE_MAX_FILE_BYTES) is refused before any of it is read.
 """
 
@@ -16,6 +17,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from django.conf import settings
@@ -31,7 +33,7 @@ from submissions.intake.archive.members import (
     read_member,
 )
 from submissions.intake.git import is_bundle
-from submissions.intake.git.objects import read_bundle, resolve_ref
+from submissions.intake.git.objects import Objects, read_bundle_indexed, resolve_ref
 from submissions.intake.git.tree import tree_blob, tree_files
 from submissions.intake.trees import CHUNK, git_limits, intake_limits
 from submissions.models import Submission
@@ -54,12 +56,12 @@ def member_read(submission: Submission, path: str, *, limit: int) -> Member:
     try:
         local = _local_archive(submission)
         if submission.source_commit:
-            objects = read_bundle(local.read_bytes(), git_limits())
-            _, commit = resolve_ref(objects, submission.source_commit)
-            blob = tree_blob(objects, commit, path, limits)
-            check_size(blob.raw_length(), limits, path)
-            data = blob.as_raw_string()
-            return Member(data[:limit], len(data))
+            with _bundle(submission, local) as objects:
+                _, commit = resolve_ref(objects, submission.source_commit)
+                blob = tree_blob(objects, commit, path, limits)
+                check_size(blob.raw_length(), limits, path)
+                data = blob.as_raw_string()
+                return Member(data[:limit], len(data))
         with local.open("rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             return read_member(fh, size, _format(submission, local), path, limit, limits)
@@ -91,12 +93,27 @@ def _list(submission: Submission) -> list[str]:
     limits = intake_limits()
     local = _local_archive(submission)
     if submission.source_commit:
-        objects = read_bundle(local.read_bytes(), git_limits())
-        _, commit = resolve_ref(objects, submission.source_commit)
-        return tree_files(objects, commit, limits)
+        with _bundle(submission, local) as objects:
+            _, commit = resolve_ref(objects, submission.source_commit)
+            return tree_files(objects, commit, limits)
     with local.open("rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         return archive_files(fh, size, _format(submission, local), limits)
+
+
+@contextlib.contextmanager
+def _bundle(submission: Submission, local: Path) -> Iterator[Objects]:
+    """The bundle's objects, from its pack indexed once in this host's archive cache."""
+    folder = Path(settings.ARCHIVE_CACHE_DIR)
+    basename = folder / f"{_checked_sha(submission.archive_sha256)}.git"
+    fresh = not Path(f"{basename}.idx").is_file()
+    objects, pack = read_bundle_indexed(local, basename, git_limits())
+    try:
+        yield objects
+    finally:
+        pack.close()
+    if fresh:
+        cache_evict(folder, settings.ARCHIVE_CACHE_BYTES, keep=Path(f"{basename}.pack"))
 
 
 def _is_relative(path: str) -> bool:
@@ -133,9 +150,7 @@ def _local_archive(submission: Submission) -> Path:
 def cached_archive(name: str, sha256: str, size: int) -> Path:
     """The stored archive `name` in this host's cache, fetched and hash-checked if missing."""
     folder = Path(settings.ARCHIVE_CACHE_DIR)
-    if len(sha256) != 64 or not all(c in "0123456789abcdef" for c in sha256):
-        raise MemberRefused("the submission's archive hash is not recorded")
-    cached = folder / sha256
+    cached = folder / _checked_sha(sha256)
     with contextlib.suppress(FileNotFoundError):
         os.utime(cached)  # its last use, for least-recently-used eviction
         return cached
@@ -165,6 +180,13 @@ def cached_archive(name: str, sha256: str, size: int) -> Path:
             os.unlink(scratch)
     cache_evict(folder, settings.ARCHIVE_CACHE_BYTES, keep=cached)
     return cached
+
+
+def _checked_sha(sha256: str) -> str:
+    """The archive's hash, safe as a file name."""
+    if len(sha256) != 64 or not all(c in "0123456789abcdef" for c in sha256):
+        raise MemberRefused("the submission's archive hash is not recorded")
+    return sha256
 
 
 def cache_evict(folder: Path, cap: int, *, keep: Path | None = None) -> list[Path]:

@@ -211,6 +211,7 @@ def test_a_git_bundle_shows_the_file_at_the_judged_commit(client, reviewer, sett
     from tests.git_factories import make_bundle
 
     settings.WORK_DIR, settings.MEDIA_ROOT = tmp_path / "work", tmp_path / "media"
+    settings.ARCHIVE_CACHE_DIR = tmp_path / "cache"
     data = make_bundle([{"v.txt": "one", "d/x.txt": "x"}, {"v.txt": "two\nlines", "d/x.txt": "x"}])
     s = _upload(data, "repo.bundle")
     assert s.source_commit and s.status != "rejected", s.status_reason
@@ -220,6 +221,15 @@ def test_a_git_bundle_shows_the_file_at_the_judged_commit(client, reviewer, sett
     url = reverse("submission_file", args=[s.pk])
     html = client.get(url, {"path": "v.txt", "line": "2"}).content.decode()
     assert '<tr id="L2" class="lit">' in html and "lines" in html
+    # The bundle's pack was indexed once in this host's cache: later reads inflate only
+    # the objects they need. An index evicted from the cache is made again.
+    cache = settings.ARCHIVE_CACHE_DIR
+    made = sorted(p.name for p in cache.iterdir())
+    assert made == [f"{s.archive_sha256}.git.idx", f"{s.archive_sha256}.git.pack"]
+    (cache / made[0]).unlink()
+    again = client.get(url, {"path": "v.txt"})
+    assert again.status_code == 200 and "lines" in again.content.decode()  # the judged commit
+    assert (cache / made[0]).is_file()
     for path, why in [("d", "a folder, not a file"), ("nope", "no such file"),
                       ("d/x.txt/y", "no such file"), (".git/config", "no such file")]:  # fmt: skip
         response = client.get(url, {"path": path})
