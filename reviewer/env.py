@@ -158,6 +158,9 @@ def default_storage_setting(env: Env) -> dict[str, object]:
         "addressing_style": env.choice("S3_ADDRESSING_STYLE", "auto", ("auto", "path", "virtual")),
         # Names carry the archive's hash: an upload never replaces another's object.
         "file_overwrite": False,
+        # A stored object opened for reading is downloaded into a spooled file; past this it
+        # goes to disk (the default, 0, keeps a whole 50 MiB archive in memory).
+        "max_memory_size": 2 * 2**20,
     }
     if env.str("S3_ENDPOINT_URL").strip():
         options["endpoint_url"] = env.url("S3_ENDPOINT_URL", "", schemes=("http", "https"))

@@ -159,6 +159,7 @@ def test_s3_storage_reads_bucket_endpoint_region_keys_and_style() -> None:
     assert setting == {
         "BACKEND": "storages.backends.s3.S3Storage",
         "OPTIONS": {"bucket_name": "handins", "addressing_style": "path", "file_overwrite": False,
+                    "max_memory_size": 2 * 2**20,
                     "endpoint_url": "http://minio:9000", "region_name": "eu-west-1",
                     "access_key": "AKID", "secret_key": "sekrit"},
     }  # fmt: skip
