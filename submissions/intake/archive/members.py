@@ -9,6 +9,7 @@ tells whether the archive had a single root. Reading stops at `limit` bytes show
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -22,7 +23,12 @@ from submissions.intake.archive.tar import (
     _TarReader,
     decoder,
 )
-from submissions.intake.archive.zip import _zip_check_layout, _zip_chunks, _zip_directory
+from submissions.intake.archive.zip import (
+    _zip_check_layout,
+    _zip_chunks,
+    _zip_directory,
+    _ZipEntry,
+)
 
 Parts = tuple[str, ...]
 
@@ -104,10 +110,15 @@ def archive_files(fh: Seekable, size: int, fmt: str, limits: Limits) -> list[str
     return sorted("/".join(parts[cut:]) for parts, is_dir in entries if not is_dir)
 
 
+def _zip_is_dir(e: _ZipEntry) -> bool:
+    """A folder entry, as `extract_zip` tells one."""
+    return e.name.endswith(b"/") or stat.S_IFMT(e.mode) == stat.S_IFDIR
+
+
 def _zip_entries(fh: Seekable, size: int, limits: Limits) -> Iterator[tuple[Parts, bool]]:
     entries, _ = _zip_directory(fh, size, limits)
     for e in entries:
-        is_dir = e.name.endswith(b"/") or (e.mode & 0o170000) == 0o040000
+        is_dir = _zip_is_dir(e)
         parts = tree_parts(e.name, limits)
         if parts is not None:
             yield parts, is_dir
@@ -149,7 +160,7 @@ def _zip_member(fh: Seekable, size: int, want: Parts, limit: int, limits: Limits
     _zip_check_layout(fh, entries, cd_offset)  # where each member's data starts
     named = []
     for e in entries:
-        is_dir = e.name.endswith(b"/") or (e.mode & 0o170000) == 0o040000
+        is_dir = _zip_is_dir(e)
         parts = tree_parts(e.name, limits)
         if parts is not None:
             named.append((parts, is_dir, e))
