@@ -144,7 +144,7 @@ STORAGES = {
     },
 }
 # Extracted trees are a per-machine cache, re-derived from the stored archive when missing,
-# bounded by bytes (least recently used out; never a tree used within JOB_TIME_LIMIT).
+# bounded by bytes (least recently used out; never a tree a running job here holds).
 WORK_DIR = env.path("WORK_DIR", DATA_DIR / "work")
 TREE_CACHE_BYTES = env.int("TREE_CACHE_BYTES", 10 * 2**30, minimum=2**20)
 # The file viewer reads one file from the stored archive, never from WORK_DIR. An archive in a

@@ -2,17 +2,22 @@
 
 Trees are a per-host cache under WORK_DIR, bounded by TREE_CACHE_BYTES: each placed tree
 records its size beside it, each use stamps its folder, and the least recently used go first.
-A tree used within JOB_TIME_LIMIT is never removed (a job on this host may be reading it), so
-the cap can be passed for a while when every tree is in use.
+A job holds its submission's tree (`tree_in_use`, a shared lock) while it runs, and eviction
+never removes a held tree, so the cap can be passed while every tree is in a job. A tree
+removed is unpacked again from storage when next needed. Re-record trees carry no lock: one
+used within JOB_TIME_LIMIT stays.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import re
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from django.conf import settings
@@ -119,9 +124,53 @@ def _tree_bytes(root: Path) -> int:
     return total
 
 
+_SUBMISSION_FOLDER = re.compile(r"(\d+)-[0-9a-f]+")
+
+
+def _lock_file(submission_id: int) -> int:
+    folder = Path(settings.WORK_DIR) / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = folder / f"submission-{submission_id}.lock"
+    return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+
+@contextlib.contextmanager
+def tree_in_use(submission_id: int) -> Iterator[None]:
+    """Hold the submission's tree on this host for a job: eviction skips it meanwhile.
+
+    Shared, so several jobs may hold it; taken before the job asks for its tree, and it
+    waits while an eviction is removing that tree (which the job then unpacks again).
+    """
+    fd = _lock_file(submission_id)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _remove_unless_held(folder: Path) -> bool:
+    """Remove a tree's folder unless a job holds it; True when it went."""
+    match = _SUBMISSION_FOLDER.fullmatch(folder.name)
+    if folder.parent.name != "submissions" or match is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return True
+    fd = _lock_file(int(match.group(1)))
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a job on this host is reading it
+        shutil.rmtree(folder, ignore_errors=True)
+        return True
+    finally:
+        os.close(fd)
+
+
 def trees_evict(*, keep: Path | None = None) -> list[Path]:
     """Remove the least recently used trees of this host until they total TREE_CACHE_BYTES
-    at most; never `keep` nor a tree used within JOB_TIME_LIMIT. Returns the folders gone."""
+    at most; never `keep`, a tree a job holds, or a re-record tree used within
+    JOB_TIME_LIMIT. Returns the folders gone."""
     work = Path(settings.WORK_DIR)
     entries = []
     for kind in ("submissions", "rerecords"):
@@ -139,11 +188,11 @@ def trees_evict(*, keep: Path | None = None) -> list[Path]:
     busy_since = time.time() - settings.JOB_TIME_LIMIT
     gone = []
     for used, size, folder in sorted(entries):
-        if total <= settings.TREE_CACHE_BYTES or used >= busy_since:
-            break  # sorted by last use: every later tree is in use too
-        if folder == keep:
+        if total <= settings.TREE_CACHE_BYTES:
+            break
+        if folder == keep or (folder.parent.name == "rerecords" and used >= busy_since):
             continue
-        shutil.rmtree(folder, ignore_errors=True)
-        gone.append(folder)
-        total -= size
+        if _remove_unless_held(folder):
+            gone.append(folder)
+            total -= size
     return gone

@@ -10,7 +10,7 @@ from unittest import mock
 
 import pytest
 
-from submissions.intake.trees import submission_tree, tree_path, trees_evict
+from submissions.intake.trees import submission_tree, tree_in_use, tree_path, trees_evict
 from submissions.intake.upload import submission_create
 from submissions.jobs import queue
 from tests.conftest import make_zip
@@ -50,12 +50,29 @@ def test_the_least_recently_used_trees_go_when_over_the_cap(upload, settings) ->
     assert (submission_tree(second) / "README.md").read_text() == "two"
 
 
-def test_a_tree_in_use_within_the_job_time_limit_is_never_removed(upload, settings) -> None:
+def test_a_tree_a_job_holds_is_never_removed(upload, settings) -> None:
     settings.TREE_CACHE_BYTES = 2**20
     trees = [upload(str(n)) for n in range(3)]
-    settings.TREE_CACHE_BYTES = 1  # every tree is over the cap now, all used just now
-    assert trees_evict() == []
-    assert all(tree_path(s).is_dir() for s in trees)
-    _age(trees[0], settings.JOB_TIME_LIMIT + 5)
-    assert trees_evict() == [tree_path(trees[0]).parent]
-    assert [tree_path(s).is_dir() for s in trees] == [False, True, True]
+    settings.TREE_CACHE_BYTES = 1  # every tree is over the cap now
+    with tree_in_use(trees[1].pk):  # a job on this host is reading this one
+        gone = trees_evict()
+    assert gone == [tree_path(trees[0]).parent, tree_path(trees[2]).parent]
+    assert [tree_path(s).is_dir() for s in trees] == [False, True, False]
+    assert trees_evict() == [tree_path(trees[1]).parent]  # the job ended
+
+
+def test_a_job_holds_its_tree_while_it_runs(upload, settings) -> None:
+    """The engine takes the hold around every handler: an eviction meanwhile skips it."""
+    from submissions.jobs import engine
+    from submissions.jobs.inline import jobs_run_inline
+
+    settings.TREE_CACHE_BYTES = 1
+    s = upload("held")
+    seen = []
+
+    def handler(job, progress):
+        seen.append((submission_tree(job.submission), trees_evict()))
+
+    with mock.patch.dict(engine.HANDLERS, {kind: handler for kind in engine.HANDLERS}):
+        jobs_run_inline(submission=s)
+    assert seen and all(tree.is_dir() and gone == [] for tree, gone in seen)
