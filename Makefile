@@ -41,7 +41,7 @@ test-deps:
 	@scripts/test-deps.sh
 
 test-fast: setup
-	$(PYTEST) -n 2 -m "not worker and not sandbox and not browser and not index and not scale" $(PYTEST_ARGS)
+	$(PYTEST) -n 2 -m "not worker and not sandbox and not browser and not index and not scale and not s3" $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -32,7 +32,7 @@ def _reconcile_at_start(**_: object) -> None:
 
     from submissions.jobs.queue import jobs_reconcile
     from submissions.jobs.workers import worker_beat
-    from submissions.sandbox.slots import sandbox_problems
+    from submissions.sandbox.slots import leftovers_remove, sandbox_problems
 
     # One real sandbox started: a container without user namespaces, a seccomp profile that
     # refuses them or a masked /proc shows here, not first in a candidate's replay.
@@ -42,6 +42,11 @@ def _reconcile_at_start(**_: object) -> None:
         logging.getLogger(__name__).error("sandbox unavailable: %s", problem)
     if not problems:
         logging.getLogger(__name__).info("sandbox ready: a probe run started and ended cleanly")
+    try:
+        for path in leftovers_remove():
+            logging.getLogger(__name__).info("removed a killed run's workspace: %s", path)
+    except OSError:
+        logging.getLogger(__name__).exception("could not remove leftover workspaces")
     worker_beat(sandbox_problems=problems)
     _start_beating()
     jobs_reconcile()

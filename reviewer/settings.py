@@ -7,7 +7,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from reviewer.env import Env, load_or_create_secret_key
+from reviewer.env import Env, default_storage_setting, load_or_create_secret_key
 from submissions.net.endpoints import parse_endpoints
 
 env = Env()
@@ -129,12 +129,12 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = env.path("STATIC_ROOT", DATA_DIR / "static")
 
 # Archives and bodies go through the storage API, so web and workers on different machines
-# can share a volume or an S3-compatible store (STORAGE_BACKEND names any Django storage).
+# can share a volume or an S3-compatible store: STORAGE_BACKEND=s3 with S3_BUCKET,
+# S3_ENDPOINT_URL, S3_REGION, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, S3_ADDRESSING_STYLE
+# (reviewer/env.py), or the dotted path of any Django storage.
 MEDIA_ROOT = env.path("MEDIA_ROOT", DATA_DIR / "media")
 STORAGES = {
-    "default": {
-        "BACKEND": env.str("STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage"),
-    },
+    "default": default_storage_setting(env),
     "staticfiles": {
         "BACKEND": (
             "django.contrib.staticfiles.storage.StaticFilesStorage"
@@ -143,8 +143,15 @@ STORAGES = {
         ),
     },
 }
-# Extracted trees are a per-machine cache, re-derived from the stored archive when missing.
+# Extracted trees are a per-machine cache, re-derived from the stored archive when missing,
+# bounded by bytes (least recently used out; never a tree a running job here holds).
 WORK_DIR = env.path("WORK_DIR", DATA_DIR / "work")
+TREE_CACHE_BYTES = env.int("TREE_CACHE_BYTES", 10 * 2**30, minimum=2**20)
+# The file viewer reads one file from the stored archive, never from WORK_DIR. An archive in a
+# storage that is not a local folder (S3) is copied once per host into this cache, keyed by
+# its sha256 and bounded by bytes, least recently used first out.
+ARCHIVE_CACHE_DIR = env.path("ARCHIVE_CACHE_DIR", DATA_DIR / "archive-cache")
+ARCHIVE_CACHE_BYTES = env.int("ARCHIVE_CACHE_BYTES", 2 * 2**30, minimum=2**20)
 
 # Archive intake caps (bytes unless named otherwise).
 INTAKE_MAX_UPLOAD_BYTES = env.int("INTAKE_MAX_UPLOAD_BYTES", 50 * 2**20, minimum=1)

@@ -28,15 +28,39 @@ def parse(path: Path) -> ast.Module:
 def test_compose_describes_the_four_services_with_health_checks() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     services = compose["services"]
-    assert set(services) == {"web", "worker", "beat", "redis", "postgres", "demo"}
+    assert set(services) == {
+        "web", "worker", "beat", "redis", "postgres", "demo", "minio", "minio-bucket"
+    }  # fmt: skip
     for name, service in services.items():
-        assert "healthcheck" in service, name
+        one_shot = service.get("restart") == "no"  # a job that exits (the bucket's creation)
+        assert one_shot or "healthcheck" in service, name
     assert "gunicorn" in " ".join(services["web"]["command"])
     assert services["worker"]["command"][:4] == ["celery", "-A", "reviewer", "worker"]
     # One scheduler for the deployment: no worker runs beat, one service does.
     assert "-B" not in services["worker"]["command"]
     assert services["beat"]["command"][:4] == ["celery", "-A", "reviewer", "beat"]
     assert services["web"]["volumes"] == services["worker"]["volumes"]  # shared data volume
+
+
+def test_the_s3_profile_adds_an_object_store_and_the_apps_read_its_settings() -> None:
+    """`docker compose up` alone keeps the shared volume; `--profile s3` adds MinIO and its
+    bucket, and every app service passes the S3_* settings through."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert services["minio"]["profiles"] == services["minio-bucket"]["profiles"] == ["s3"]
+    bucket_after = services["minio-bucket"]["depends_on"]["minio"]["condition"]
+    assert bucket_after == "service_healthy"
+    names = ("STORAGE_BACKEND", "S3_BUCKET", "S3_ENDPOINT_URL", "S3_REGION", "S3_ACCESS_KEY_ID",
+             "S3_SECRET_ACCESS_KEY", "S3_ADDRESSING_STYLE")  # fmt: skip
+    for name in ("web", "worker", "beat"):
+        assert set(names) <= set(services[name]["environment"]), name
+    env = dict(
+        line.split("=", 1)
+        for line in (ROOT / "deploy" / "minio.env").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    assert env["STORAGE_BACKEND"] == "s3" and env["S3_ENDPOINT_URL"] == "http://minio:9000"
+    assert env["S3_ADDRESSING_STYLE"] == "path"  # MinIO serves buckets by path
 
 
 def test_no_service_is_privileged_and_the_worker_gets_only_what_bubblewrap_needs() -> None:

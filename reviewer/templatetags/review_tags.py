@@ -57,17 +57,17 @@ def locations(html: object, submission: Any) -> str:
     from django.urls import reverse
     from django.utils.safestring import mark_safe
 
-    from submissions.intake.trees import tree_path
+    from submissions.intake.stored import member_paths
 
     text = str(html)
-    if submission is None or ":" not in text:
+    if submission is None or ":" not in text or not _LOCATION.search(text):
         return mark_safe(text)  # noqa: S308 - the input was escaped by the filter before
-    root = tree_path(submission)
+    files = member_paths(submission)  # from the stored archive: no WORK_DIR needed
     url = reverse("submission_file", args=[submission.pk])
 
     def link(match: re.Match[str]) -> str:
         path, line = match.group(1), match.group(2)
-        if ".." in path.split("/") or not (root / path).is_file():
+        if path not in files:
             return match.group(0)
         return f'<a href="{url}?path={quote(path)}&amp;line={line}#L{line}">{match.group(0)}</a>'
 

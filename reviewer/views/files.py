@@ -1,13 +1,10 @@
 """The file viewer: one file of a submission's tree, redacted, line-numbered, the evidence's
-line lit, size-capped, keys of JSON and YAML set apart. A GET that only reads."""
+line lit, size-capped, keys of JSON and YAML set apart. A GET that only reads: the file comes
+from the stored archive (submissions/intake/stored.py), so this host needs no WORK_DIR."""
 
 from __future__ import annotations
 
-import errno
-import os
 import re
-import stat
-from pathlib import Path, PurePosixPath
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -17,7 +14,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
 from reviewer.views.access import get_submission_for_user
-from submissions.intake.trees import tree_path
+from submissions.intake.stored import MemberRefused, member_read
 from submissions.models import RunFile, Submission
 from submissions.redact import redact_text
 
@@ -27,39 +24,6 @@ MAX_LINE = 4000  # characters of one line shown
 _JSON_KEY = re.compile(r"(&quot;(?:[^&\\]|\\.|&(?!quot;))*?&quot;)(\s*:)")
 _YAML_KEY = re.compile(r"^(\s*(?:-\s+)?)([^\s:#&][^:#]*?)(:)(?=\s|$)")
 _COMMENT = re.compile(r"^(\s*)(#.*)$")
-
-
-class FileRefused(Exception):
-    """The path is not one file of the tree the viewer may show; the message says why."""
-
-
-def _safe_open(root: Path, relative: str) -> tuple[bytes, int]:
-    """(the first MAX_BYTES, the file's size) of root/relative, never leaving root: no
-    absolute path, no `..`, no symbolic link at any step, a regular file only."""
-    parts = PurePosixPath(relative).parts
-    if not relative or relative.startswith("/") or any(p in ("..", ".", "") for p in parts):
-        raise FileRefused("not a path inside the submission")
-    try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError as exc:
-        raise FileRefused("this submission's files are not on this server now") from exc
-    try:
-        for part in parts[:-1]:
-            next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = next_fd
-        leaf = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise FileRefused("a symbolic link; not followed") from exc
-        raise FileRefused("no such file in the submission") from exc
-    finally:
-        os.close(fd)
-    with os.fdopen(leaf, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise FileRefused("not a regular file")
-        return handle.read(MAX_BYTES), info.st_size
 
 
 def _highlight(line: str, kind: str) -> str:
@@ -94,13 +58,17 @@ def submission_file(request: HttpRequest, pk: int) -> HttpResponse:
     lit = int(line_param) if line_param.isdigit() else None
     context: dict[str, object] = {"submission": submission, "path": path, "lit": lit}
     try:
-        data, size = _safe_open(tree_path(submission), path)
-    except FileRefused as exc:
-        kept = _run_file(submission, path, request.GET.get("run", ""))
+        member = member_read(submission, path, limit=MAX_BYTES)
+    except MemberRefused as exc:
+        kept = None if exc.too_large else _run_file(submission, path, request.GET.get("run", ""))
         if kept is None:
-            context["refused"] = str(exc)
-            return render(request, "reviewer/file.html", context, status=404)
+            context["refused"] = exc.reason
+            # Over the per-file cap: the file is there but will not be read (413, not 404).
+            return render(
+                request, "reviewer/file.html", context, status=413 if exc.too_large else 404
+            )
         return _show_run_file(request, context, kept, lit)
+    data, size = member.head, member.size
     context["size"] = size
     context["truncated"] = size > len(data)
     if b"\x00" in data[:8192]:

@@ -22,7 +22,7 @@ from django.db import IntegrityError, transaction
 
 from submissions.intake.archive import ArchiveRejected, extract_archive
 from submissions.intake.git import extract_bundle, is_bundle
-from submissions.intake.trees import CHUNK, git_limits, intake_limits, tree_path
+from submissions.intake.trees import CHUNK, git_limits, intake_limits, tree_path, tree_placed
 from submissions.jobs.queue import job_create
 from submissions.models import Assignment, Candidate, Finding, Job, Submission
 
@@ -62,6 +62,7 @@ def place_tree(unpacked: Path, dest: Path) -> None:
     if dest.exists():  # a leftover of a rolled-back transaction
         shutil.rmtree(dest)
     unpacked.rename(dest)
+    tree_placed(dest)
 
 
 class UploadRejected(Exception):

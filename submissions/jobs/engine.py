@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, connections, transaction
 from django.utils import timezone
 
+from submissions.intake.trees import tree_in_use
 from submissions.jobs.locked import retry_locked
 from submissions.jobs.registry import HANDLERS
 from submissions.jobs.state import (
@@ -106,7 +107,9 @@ def job_execute(*, job_id: int) -> str | None:
     try:
         if func is None:
             raise JobError(f"no handler for job kind {job.kind!r}")
-        with _heartbeat(job.pk):
+        # The tree stays on this host while the job reads it (the per-host cache's eviction
+        # skips a held tree).
+        with _heartbeat(job.pk), tree_in_use(job.submission_id):
             outcome = func(job, progress) or Outcome(Job.State.PASSED)
     except JobFailed as exc:
         outcome = Outcome(Job.State.FAILED, str(exc))

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import fcntl
 import os
+import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -117,7 +118,9 @@ class Slot:
     @contextlib.contextmanager
     def workspace(self, tree: Path) -> Iterator[Path]:
         """A fresh copy of `tree` owned by this slot's uid, removed afterwards."""
-        path = prepare_workspace(tree, work_parent(), self.uid)
+        # Named by slot: a workspace a killed run left behind is known by its slot, and
+        # removed at the next worker start once no process holds that slot (leftovers_remove).
+        path = prepare_workspace(tree, work_parent(), self.uid, prefix=f"ws-{self.number}-")
         try:
             yield path
         finally:
@@ -162,13 +165,8 @@ def sandbox_slot() -> Iterator[Slot]:
     start = os.getpid() % count
     for i in range(count):
         number = (start + i) % count
-        lock = Path(LOCK_DIR) / f"job-slot-{number}.lock"
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = _slot_lock(number)
+        if fd is None:
             continue
         try:
             yield Slot(number, slot_uid(number, settings.SANDBOX_UID_BASE), sandbox_limits())
@@ -176,3 +174,43 @@ def sandbox_slot() -> Iterator[Slot]:
             os.close(fd)
         return
     raise JobError(f"all {count} sandbox slots are busy")
+
+
+def _slot_lock(number: int, lock_dir: Path | None = None) -> int | None:
+    """The fd holding job slot `number`'s lock, or None when another process holds it."""
+    lock = Path(lock_dir or LOCK_DIR) / f"job-slot-{number}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+_LEFTOVER = re.compile(r"ws-(\d+)-.+")
+
+
+def leftovers_remove(lock_dir: Path | None = None) -> list[Path]:
+    """Workspaces of killed runs, removed (at worker start): each one in SANDBOX_WORK_DIR
+    whose slot no process of this host holds now. A held slot's workspace is in use."""
+    parent = Path(settings.SANDBOX_WORK_DIR)
+    try:
+        names = sorted(os.listdir(parent))
+    except FileNotFoundError:
+        return []
+    gone = []
+    for name in names:
+        match = _LEFTOVER.fullmatch(name)
+        if match is None:
+            continue
+        fd = _slot_lock(int(match.group(1)), lock_dir)
+        if fd is None:
+            continue
+        try:  # the slot is ours while its workspace goes: no job can take it meanwhile
+            remove_workspace(parent / name)
+            gone.append(parent / name)
+        finally:
+            os.close(fd)
+    return gone

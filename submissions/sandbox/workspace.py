@@ -31,6 +31,7 @@ def prepare_workspace(
     *,
     quota_bytes: int | None = None,
     quota_inodes: int = 200_000,
+    prefix: str = "ws-",
 ) -> Path:
     """Copy a validated submission tree into a fresh directory owned by uid; return its path.
 
@@ -47,7 +48,7 @@ def prepare_workspace(
     if blocked is not None:
         # bwrap resolves bind sources as the sandbox uid, so it must traverse the path.
         raise WorkspaceError(f"{blocked} is not searchable by sandbox uid {uid}: chmod o+x it")
-    dest = Path(tempfile.mkdtemp(prefix="ws-", dir=dest_parent))
+    dest = Path(tempfile.mkdtemp(prefix=prefix, dir=dest_parent))
     try:
         if quota_bytes is not None:
             opts = f"size={quota_bytes},nr_inodes={quota_inodes},mode=0700"

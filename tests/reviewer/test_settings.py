@@ -135,3 +135,51 @@ def test_database_url_selects_postgres(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "postgresql" in result.stdout
     assert "redis://broker.example:6379/0" in result.stdout
+
+
+def test_storage_is_the_filesystem_by_default_and_any_dotted_path_is_kept() -> None:
+    from reviewer.env import default_storage_setting
+
+    assert default_storage_setting(Env({})) == {
+        "BACKEND": "django.core.files.storage.FileSystemStorage"
+    }
+    custom = {"STORAGE_BACKEND": "myapp.storage.Vault"}
+    assert default_storage_setting(Env(custom)) == {"BACKEND": "myapp.storage.Vault"}
+
+
+def test_s3_storage_reads_bucket_endpoint_region_keys_and_style() -> None:
+    from reviewer.env import default_storage_setting
+
+    setting = default_storage_setting(
+        Env({"STORAGE_BACKEND": "s3", "S3_BUCKET": "handins",
+             "S3_ENDPOINT_URL": "http://minio:9000", "S3_REGION": "eu-west-1",
+             "S3_ACCESS_KEY_ID": "AKID", "S3_SECRET_ACCESS_KEY": "sekrit",
+             "S3_ADDRESSING_STYLE": "path"})
+    )  # fmt: skip
+    assert setting == {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {"bucket_name": "handins", "addressing_style": "path", "file_overwrite": False,
+                    "max_memory_size": 2 * 2**20,
+                    "endpoint_url": "http://minio:9000", "region_name": "eu-west-1",
+                    "access_key": "AKID", "secret_key": "sekrit"},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [({}, "STORAGE_BACKEND is s3 but S3_BUCKET is not set"),
+     ({"S3_BUCKET": "b", "S3_ACCESS_KEY_ID": "AKID"}, "set together, or neither"),
+     ({"S3_BUCKET": "b", "S3_ADDRESSING_STYLE": "sideways"}, "S3_ADDRESSING_STYLE must be one of"),
+     ({"S3_BUCKET": "b", "S3_ENDPOINT_URL": "minio:9000"}, "S3_ENDPOINT_URL must be a URL")],
+)  # fmt: skip
+def test_s3_storage_refuses_a_missing_bucket_or_half_a_key(env, message) -> None:
+    from reviewer.env import default_storage_setting
+
+    with pytest.raises(ImproperlyConfigured, match=message):
+        default_storage_setting(Env({"STORAGE_BACKEND": "s3", **env}))
+
+
+def test_s3_without_a_bucket_stops_the_boot_saying_so(tmp_path: Path) -> None:
+    result = _boot({"DATA_DIR": str(tmp_path), "STORAGE_BACKEND": "s3", "S3_BUCKET": ""})
+    assert result.returncode != 0
+    assert "S3_BUCKET is not set" in result.stderr

@@ -24,7 +24,7 @@ _IGNORED_TOP = "__MACOSX"
 _IGNORED_LEAF = ".DS_Store"
 
 
-def _name_parts(raw: bytes, limits: Limits) -> tuple[str, ...]:
+def name_parts(raw: bytes, limits: Limits) -> tuple[str, ...]:
     """The path components of an entry name, or ArchiveRejected if the name is unsafe."""
     entry = name_text(raw)
     try:
@@ -68,6 +68,11 @@ def _name_parts(raw: bytes, limits: Limits) -> tuple[str, ...]:
     return parts
 
 
+def is_litter(parts: Sequence[str]) -> bool:
+    """macOS Finder litter, which no tree keeps."""
+    return parts[0] == _IGNORED_TOP or parts[-1] == _IGNORED_LEAF
+
+
 def _fold(path: str) -> str:
     """A key under which names that differ only in case or Unicode normalisation meet."""
     return unicodedata.normalize("NFD", unicodedata.normalize("NFD", path).casefold())
@@ -102,13 +107,13 @@ class Sink:
     def place(self, raw_name: bytes, is_dir: bool) -> tuple[str, ...] | None:
         """Check an entry's name and reserve its path; None when the entry is skipped."""
         entry = name_text(raw_name)
-        parts = _name_parts(raw_name, self._limits)
+        parts = name_parts(raw_name, self._limits)
         if not parts:
             if is_dir:
                 return None  # "./", the archive root itself
             raise ArchiveRejected("bad_name", "the name does not name a file", entry)
-        if parts[0] == _IGNORED_TOP or parts[-1] == _IGNORED_LEAF:
-            return None  # macOS Finder litter
+        if is_litter(parts):
+            return None
         for depth in range(1, len(parts) + 1):
             path = "/".join(parts[:depth])
             as_dir = is_dir or depth < len(parts)

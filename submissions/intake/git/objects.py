@@ -8,15 +8,19 @@ MemoryObjectStore. No git program runs and nothing is written to disk.
 from __future__ import annotations
 
 import io
+import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
+from typing import Protocol
 
 from dulwich.errors import ObjectFormatException
 from dulwich.object_format import DEFAULT_OBJECT_FORMAT
 from dulwich.object_store import MemoryObjectStore
 from dulwich.objects import Commit, ObjectID, ShaFile, Tag
-from dulwich.pack import PackData, PackInflater
+from dulwich.pack import Pack, PackData, PackInflater
 
 from submissions.intake.archive.core import ArchiveRejected, corrupt
 from submissions.intake.git.pack import GitLimits, scan_pack
@@ -30,12 +34,19 @@ _MAX_HEADER_BYTES = 1 << 20
 _SHA = re.compile(rb"[0-9a-f]{40}")
 
 
+class ObjectSource(Protocol):
+    """Objects by id: a MemoryObjectStore, or a pack read lazily from disk."""
+
+    def __getitem__(self, sha: ObjectID, /) -> ShaFile: ...
+    def __contains__(self, sha: ObjectID, /) -> bool: ...
+
+
 @dataclass
 class Objects:
     """The refs a bundle names and the objects it carries."""
 
     refs: dict[bytes, bytes]  # ref name -> object id (hex)
-    store: MemoryObjectStore
+    store: ObjectSource
     head: bytes | None = None  # the ref HEAD points to, when the bundle says
     symrefs: dict[bytes, bytes] = field(default_factory=dict)
 
@@ -88,6 +99,55 @@ def read_bundle(data: bytes, limits: GitLimits) -> Objects:
         raise ArchiveRejected("incomplete", f"the pack lacks the object {exc}") from None
     except (ObjectFormatException, ValueError, AssertionError) as exc:
         raise corrupt(f"the pack does not read ({exc})") from None
+    return _with_head(refs, store)
+
+
+def read_bundle_indexed(bundle: Path, basename: Path, limits: GitLimits) -> tuple[Objects, Pack]:
+    """The refs and objects of a stored bundle, its objects read lazily from its pack.
+
+    The pack is copied out and indexed once, at `basename`.pack/.idx (a per-host cache),
+    after the pack guard; later reads open the index and inflate only the objects asked
+    for, instead of every object of the history. Close the returned Pack when done.
+    """
+    with bundle.open("rb") as fh:
+        refs, start = _header(fh.read(_MAX_HEADER_BYTES + len(BUNDLE_SIGNATURES[0]) + 2))
+        pack_path, idx_path = Path(f"{basename}.pack"), Path(f"{basename}.idx")
+        if not (pack_path.is_file() and idx_path.is_file()):
+            fh.seek(start)
+            _index(fh.read(), basename, limits)
+    try:
+        pack = Pack(str(basename), object_format=DEFAULT_OBJECT_FORMAT)
+    except (OSError, ValueError, AssertionError) as exc:
+        raise corrupt(f"the indexed pack does not read ({exc})") from None
+    return _with_head(refs, pack), pack
+
+
+def _index(pack: bytes, basename: Path, limits: GitLimits) -> None:
+    """Write `pack` and its index at `basename`, both in place or neither."""
+    scan_pack(pack, limits)
+    basename.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".index-", dir=basename.parent))
+    try:
+        (scratch / "p.pack").write_bytes(pack)
+        data = PackData(scratch / "p.pack", DEFAULT_OBJECT_FORMAT)
+        try:
+            data.create_index(str(scratch / "p.idx"))
+        except KeyError as exc:
+            raise ArchiveRejected("incomplete", f"the pack lacks the object {exc}") from None
+        except (ObjectFormatException, ValueError, AssertionError) as exc:
+            raise corrupt(f"the pack does not read ({exc})") from None
+        finally:
+            data.close()
+        # The index last: a reader that finds it finds the pack too.
+        os.replace(scratch / "p.pack", f"{basename}.pack")
+        os.replace(scratch / "p.idx", f"{basename}.idx")
+    finally:
+        for leftover in scratch.iterdir():
+            leftover.unlink()
+        scratch.rmdir()
+
+
+def _with_head(refs: dict[bytes, bytes], store: ObjectSource) -> Objects:
     head = refs.pop(b"HEAD", None)
     objects = Objects(refs, store)
     if head is not None:

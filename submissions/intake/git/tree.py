@@ -116,3 +116,57 @@ def _file(
     chunks = (data[i : i + CHUNK] for i in range(0, len(data), CHUNK))
     sink.file(parts, name_text(path), chunks, None, executable)
     walked.files += 1
+
+
+def tree_files(objects: Objects, commit: Commit, limits: Limits) -> list[str]:
+    """Every regular file path of the commit's tree, as `write_tree` writes them."""
+    found: list[str] = []
+    pending: list[tuple[bytes, bytes]] = [(b"", commit.tree)]
+    while pending:
+        folder, tree_id = pending.pop()
+        tree = _object(objects, tree_id, Tree, folder or b".")
+        assert isinstance(tree, Tree)
+        for name, mode, sha in tree.iteritems():
+            path = folder + b"/" + name if folder else name
+            if stat.S_ISDIR(mode):
+                pending.append((path, sha))
+            elif stat.S_ISREG(mode) and mode != _GITLINK:
+                found.append(name_text(path))
+            if len(found) > limits.max_files:
+                raise ArchiveRejected(
+                    "too_many_files", f"the tree has more than {limits.max_files} entries"
+                )
+    return sorted(found)
+
+
+def tree_blob(objects: Objects, commit: Commit, path: str, limits: Limits) -> Blob:
+    """The blob at `path` (a checked relative path) of the commit's tree.
+
+    LookupError says why there is none: no such file, a folder, a link or a submodule.
+    """
+    tree_id = commit.tree
+    parts = path.encode().split(b"/")
+    for depth, name in enumerate(parts):
+        tree = _object(objects, tree_id, Tree, b"/".join(parts[:depth]) or b".")
+        assert isinstance(tree, Tree)
+        try:
+            mode, sha = tree[name]
+        except KeyError:
+            raise LookupError("no such file in the submission") from None
+        _check_name(name, b"/".join(parts[: depth + 1]))
+        last = depth == len(parts) - 1
+        if stat.S_ISDIR(mode):
+            if last:
+                raise LookupError("a folder, not a file")
+            tree_id = sha
+            continue
+        if not last:
+            raise LookupError("no such file in the submission")
+        if mode == _GITLINK:
+            raise LookupError("a submodule, not a file")
+        if stat.S_ISLNK(mode):
+            raise LookupError("a symbolic link; not followed")
+        blob = _object(objects, sha, Blob, path.encode())
+        assert isinstance(blob, Blob)
+        return blob
+    raise LookupError("no such file in the submission")
