@@ -89,6 +89,7 @@ def verdict_for(
     rows_total: int | None = None,
     rows_scored: int = 0,
     review_state: str | None = None,
+    recommended: bool = True,
 ) -> Verdict:
     """The verdict of one submission's checks and the reviewer's next step."""
     checks = list(checks)
@@ -112,7 +113,14 @@ def verdict_for(
         parts.append(f"{out.counts['skip']} skipped (not for this shape or precondition unmet)")
     out.headline = ", ".join(parts) if checks else "No checks yet"
     out.next_action = _next_action(
-        out, submission_status, status_reason, jobs_active, rows_total, rows_scored, review_state
+        out,
+        submission_status,
+        status_reason,
+        jobs_active,
+        rows_total,
+        rows_scored,
+        review_state,
+        recommended,
     )
     return out
 
@@ -125,6 +133,7 @@ def _next_action(
     rows_total: int | None,
     rows_scored: int,
     review_state: str | None,
+    recommended: bool = True,
 ) -> str:
     if status == "rejected":
         return f"The upload was refused{': ' + reason if reason else ''}. Upload a fixed archive."
@@ -142,4 +151,6 @@ def _next_action(
     left = rows_total - rows_scored
     if left > 0:
         return f"Score the rubric: {_count(left, 'row', 'rows')} of {rows_total} left."
+    if not recommended:
+        return "Every row is scored: choose your overall recommendation, then submit."
     return "Every row is scored: submit your review."
