@@ -31,6 +31,29 @@ def status_label(status: str) -> str:
     return LABELS.get(status, status)
 
 
+# A mark beside the label, so a chip's state is not told by its colour alone.
+MARKS = {"fail": "✗", "error": "?", "warn": "!", "pass": "✓", "skip": "–"}
+
+
+@dataclass(frozen=True, slots=True)
+class Chip:
+    """A rubric row's linked check as a small chip: its short name, state and mark."""
+
+    check_id: str
+    status: str  # a check status, or "not run"
+    name: str
+    label: str
+    mark: str
+
+
+def chip(check_id: str, status: str | None) -> Chip:
+    """The chip of a linked check (`status` None: the check has not run)."""
+    name = check_id.split(".", 1)[-1]
+    if status is None:
+        return Chip(check_id, "not run", name, "not run", "")
+    return Chip(check_id, status, name, status_label(status), MARKS.get(status, ""))
+
+
 def environment_caused(check: Any) -> bool:
     """An error that this server's environment caused, not the hand-in."""
     return check.status == "error" and check.cause == CheckResult.Cause.SANDBOX

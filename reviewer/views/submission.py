@@ -45,7 +45,7 @@ from reviewer.review.scoring import (
     score_save,
     scoring_offered,
 )
-from reviewer.review.verdict import Verdict, verdict_for
+from reviewer.review.verdict import Verdict, chip, verdict_for
 from reviewer.review.worklist import queue_for
 from reviewer.views.access import HtmxHttpRequest, get_submission_for_user
 from submissions.intake.repository import ref_check
@@ -152,7 +152,7 @@ def _row_context(
         "note_html": render_markdown(note) if note else "",
         "checks_ok": passed,
         "checks_missing": missing,
-        "linked": [(cid, statuses.get(cid, "not run")) for cid in row.check_ids],
+        "linked": [chip(cid, statuses.get(cid)) for cid in row.check_ids],
     }
 
 

@@ -66,13 +66,17 @@ def _recommend(client, submission, value="yes"):
 
 def _oob(html: str, element_id: str) -> str:
     """The out-of-band element with this id in an htmx answer (its text, tags stripped)."""
-    match = re.search(
-        rf'<(\w+)[^>]*\bid="{re.escape(element_id)}"[^>]*hx-swap-oob="true"[^>]*>(.*?)</\1>',
-        html,
-        re.S,
+    opening = re.search(
+        rf'<(\w+)[^>]*\bid="{re.escape(element_id)}"[^>]*hx-swap-oob="true"[^>]*>', html
     )
-    assert match, f"no out-of-band #{element_id} in the answer"
-    return " ".join(re.sub(r"<[^>]+>", " ", match.group(2)).split())
+    assert opening, f"no out-of-band #{element_id} in the answer"
+    tag, depth, end = opening.group(1), 1, opening.end()
+    for found in re.finditer(rf"<(/?){tag}\b[^>]*>", html[end:]):
+        depth += -1 if found.group(1) else 1
+        if depth == 0:
+            inner = html[end : end + found.start()]
+            return " ".join(re.sub(r"<[^>]+>", " ", inner).split())
+    raise AssertionError(f"#{element_id} is not closed")
 
 
 def _left_in_db(reviewer, submission) -> int:
