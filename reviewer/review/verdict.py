@@ -113,6 +113,7 @@ def verdict_for(
     rows_scored: int = 0,
     review_state: str | None = None,
     recommended: bool = True,
+    scoring: bool = True,
 ) -> Verdict:
     """The verdict of one submission's checks and the reviewer's next step."""
     checks = list(checks)
@@ -144,6 +145,7 @@ def verdict_for(
         rows_scored,
         review_state,
         recommended,
+        scoring,
     )
     return out
 
@@ -157,6 +159,7 @@ def _next_action(
     rows_scored: int,
     review_state: str | None,
     recommended: bool = True,
+    scoring: bool = True,
 ) -> str:
     if status == "rejected":
         return f"The upload was refused{': ' + reason if reason else ''}. Upload a fixed archive."
@@ -171,6 +174,11 @@ def _next_action(
         return "This assignment names no rubric: read the evidence below."
     if review_state == "submitted":
         return "Your review is submitted."
+    if not scoring:
+        return (
+            "You are not scoring this hand-in: read the evidence and the reviewers' scores, "
+            "or choose to score it yourself in the rubric."
+        )
     left = rows_total - rows_scored
     if left > 0:
         return f"Score the rubric: {_count(left, 'row', 'rows')} of {rows_total} left."

@@ -252,6 +252,7 @@ def _verdict(submission: Submission, checks: list, context: dict[str, Any]) -> V
         rows_scored=len(rows) - len(context.get("unscored") or []),
         review_state=review.state if review is not None and review.pk else None,
         recommended=bool(review is not None and review.recommendation),
+        scoring=not context.get("lead_offer"),
     )
 
 

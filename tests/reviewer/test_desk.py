@@ -238,6 +238,7 @@ def test_a_leads_first_view_renders_no_scoring_form(client, reviewer, lead, subs
     assert 'type="radio"' not in rubric and 'name="row' not in rubric
     assert "/scores/" not in rubric and "review/recommendation" not in rubric
     assert "Score this hand-in yourself" in rubric
+    assert "You are not scoring this hand-in" in page  # the verdict's next step too
     assert "alice-note-xyz" in page  # a lead who does not score reads the others
     assert not Review.objects.filter(submission=submission, reviewer=lead).exists()
     # The lead chooses to score: a draft, the form, and the others hidden until submitted.
@@ -325,3 +326,20 @@ def test_a_score_save_no_longer_drops_a_row_note(client, reviewer, subs) -> None
     _score(client, submission, row, 1)
     assert Note.objects.get(row=row).body == "keep me"
     assert Score.objects.get(row=row).value == 1
+
+
+def test_without_javascript_the_recommendation_saves_and_comes_back(client, reviewer, subs) -> None:
+    client.force_login(reviewer)
+    submission = subs[0]
+    response = client.post(
+        reverse("review_recommend", args=[submission.pk]), {"recommendation": "strong_yes"}
+    )
+    assert response.status_code == 302 and response.url.endswith("#recommendation")
+    page = client.get(response.url).content.decode()
+    assert "Saved: the overall recommendation" in page
+    assert re.search(r'name="recommendation" value="strong_yes" checked', page)
+    review = Review.objects.get(submission=submission, reviewer=reviewer)
+    assert review.recommendation == "strong_yes"
+    # Audited like a score: who, when, old -> new.
+    event = review.scoreevent_set.get(kind="recommend")
+    assert (event.old, event.new) == ({"recommendation": ""}, {"recommendation": "strong_yes"})
