@@ -77,11 +77,16 @@
     if (pending <= 0) fn(); else idle.push(fn);
   }
   function submitReview() {
-    var form = document.getElementById("submit-form");
-    if (!form) return false;
+    if (!document.getElementById("submit-form")) return false;
     // A field being typed in saves on change: let it go first, then wait for the answers.
     if (document.activeElement && document.activeElement.blur) document.activeElement.blur();
-    setTimeout(function () { whenIdle(function () { form.requestSubmit(); }); }, 30);
+    setTimeout(function () {
+      whenIdle(function () {
+        // Looked up now: each save's answer replaces the submit bar (its counts).
+        var form = document.getElementById("submit-form");
+        if (form) form.requestSubmit();
+      });
+    }, 30);
     return true;
   }
 
@@ -108,6 +113,9 @@
   document.addEventListener("keydown", function (event) {
     var target = event.target;
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      // In the note form it saves the note; anywhere else it submits the review.
+      var noteForm = target.closest && target.closest("#pin-form");
+      if (noteForm) { event.preventDefault(); noteForm.requestSubmit(); return; }
       if (submitReview()) event.preventDefault();
       return;
     }

@@ -512,20 +512,37 @@ def test_a_whole_hand_in_is_scored_with_the_keyboard_alone(
     for digit in plan:
         press(digit)
     press("3")  # the recommendation: 1 strong no, 2 no, 3 yes, 4 strong yes
-    page.wait_for_function(
-        "() => document.querySelectorAll('.desk-rubric [data-desk-row].scored').length === 6"
-    )
-    _shot(page, f"desk-keys-{width}x{height}-scored")
+    # No waiting for the saves: Ctrl+Enter itself waits for the answers in flight.
     press("Control+Enter")
     page.wait_for_url(f"{base}/submissions/{subs[1].pk}/")
     page.wait_for_selector(".desk-rubric .rubric-row.current")
     _shot(page, f"desk-keys-{width}x{height}-next")
+    assert "1 left to score" in page.locator("#queue-nav").inner_text()
     review = Review.objects.get(submission=subs[0], reviewer__username="alice")
     assert review.state == "submitted" and review.recommendation == "yes"
     assert [s.value for s in review.scores.order_by("row__order")] == [int(d) for d in plan]
     assert presses <= 15
     # The next hand-in opens ready: its first row is the current one, no Tab needed.
     assert page.locator(".rubric-row.current").get_attribute("id") == f"row-{rows[0].pk}"
+    # A 3 on a row whose checks have not passed asks for the reason instead of a refused
+    # save: the override field opens, focused; Enter saves the 3 with it.
+    first = page.locator(f"#row-{rows[0].pk}")
+    page.keyboard.press("3")
+    assert page.evaluate("document.activeElement.name") == f"row{rows[0].pk}-override_reason"
+    assert first.locator("details.row-more").get_attribute("open") is not None
+    page.keyboard.type("ran make test offline by hand: exit 0")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(f"#row-{rows[0].pk} .saved")
+    score = Review.objects.get(submission=subs[1]).scores.get(row=rows[0])
+    assert (score.value, score.override_reason) == (3, "ran make test offline by hand: exit 0")
+    # n: the one note form, on the current row, its textarea focused.
+    page.locator(f"#row-{rows[1].pk}").focus()
+    page.keyboard.press("n")
+    assert page.evaluate("document.activeElement.name") == "body"
+    assert page.locator("#pin-form select").input_value() == f"row:{rows[1].pk}"
+    page.keyboard.type("keys recomputed by hand")
+    page.keyboard.press("Control+Enter")  # in the note form: saves the note
+    page.wait_for_selector(f"#row-note-{rows[1].pk} >> text=keys recomputed by hand")
     assert errors == []
     if not phone:
         # Folded rows fit: five of them in the pane at 1440x900.
