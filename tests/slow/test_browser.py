@@ -500,6 +500,11 @@ def test_a_whole_hand_in_is_scored_with_the_keyboard_alone(
     score_rows = page.locator(".desk-rubric form.rubric-row[data-keys='0123']")
     heights = [score_rows.nth(i).bounding_box()["height"] for i in range(score_rows.count())]
     pane = page.locator(".desk-rubric").bounding_box()
+    # Where the submit button sits in the pane, before any scroll of it.
+    submit_bottom = page.evaluate(
+        "() => document.querySelector('#submit-form button').getBoundingClientRect().bottom"
+        " - document.querySelector('.desk-rubric').getBoundingClientRect().top"
+    )
     _shot(page, f"desk-keys-{width}x{height}-start")
     presses = 0
 
@@ -548,10 +553,12 @@ def test_a_whole_hand_in_is_scored_with_the_keyboard_alone(
         # Folded rows fit: five of them in the pane at 1440x900.
         assert max(heights) <= 120, heights
         assert pane["x"] > width / 2
+        # Rows, recommendation and submit all within the pane, no scrolling it.
+        assert submit_bottom <= pane["height"], (submit_bottom, pane)
     else:
         assert page.evaluate("document.documentElement.scrollWidth") <= width
     print(
         f"\n{width}x{height}: {presses} key presses, rows {[round(h) for h in heights]} px, "
-        f"pane {round(pane['height'])} px"
+        f"pane {round(pane['height'])} px, submit button bottom at {round(submit_bottom)} px"
     )
     ctx.close()
