@@ -32,7 +32,7 @@ def queue_for(user: Any, submission: Submission) -> Queue:
 
     The order is fixed (upload time), so submitting a review never moves a hand-in and
     never leaves a dead "next": next is the first hand-in after this one (wrapping round)
-    still to score, else simply the one after; previous is the one before.
+    still to score, else simply the one after (wrapping too); previous is the one before.
     """
     visible = list(
         Submission.objects.visible_to(user)
@@ -50,7 +50,8 @@ def queue_for(user: Any, submission: Submission) -> Queue:
     at = visible.index(submission.pk) if submission.pk in visible else -1
     after = visible[at + 1 :] + visible[: max(at, 0)] if at >= 0 else visible
     next_unscored = next((pk for pk in after if pk not in done), None)
-    following = visible[at + 1] if 0 <= at < len(visible) - 1 else None
+    # Nothing else to score: the next hand-in all the same (wrapping), to read again.
+    following = visible[(at + 1) % len(visible)] if at >= 0 and len(visible) > 1 else None
     return Queue(
         previous=visible[at - 1] if at > 0 else None,
         next=next_unscored if next_unscored is not None else following,

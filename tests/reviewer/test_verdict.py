@@ -158,5 +158,12 @@ def test_the_queue_keeps_upload_order_and_next_goes_to_the_next_to_score(
     assert f'<a rel="next" href="/submissions/{subs[1].pk}/">next to score' in a
     # From C, the last, next wraps round to B.
     assert f'<a rel="next" href="/submissions/{subs[1].pk}/">' in nav(subs[2])
+    # B submitted too: from C, the only one left to score, next is still a link (to A).
+    Review.objects.create(
+        submission=subs[1], reviewer=reviewer, rubric=rubric_for(subs[1].assignment),
+        state="submitted",
+    )  # fmt: skip
+    c = nav(subs[2])
+    assert "1 left to score" in c and f'<a rel="next" href="/submissions/{subs[0].pk}/">next →' in c
     page = client.get(subs[1].get_absolute_url()).content.decode()
     assert '<script src="/static/js/desk.js" defer></script>' in page
