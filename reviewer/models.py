@@ -138,6 +138,7 @@ class ScoreEvent(models.Model):
         NOTE = "note", "note"
         PIN = "pin", "pinned note"
         SUBMIT = "submit", "submitted"
+        RECOMMEND = "recommend", "recommendation"
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="events")
     review = models.ForeignKey(Review, null=True, blank=True, on_delete=models.CASCADE)

@@ -57,6 +57,12 @@ urlpatterns = [
     path(
         "submissions/<int:pk>/review/submit/", submission.review_submit_view, name="review_submit"
     ),
+    path("submissions/<int:pk>/review/start/", submission.review_start, name="review_start"),
+    path(
+        "submissions/<int:pk>/review/recommendation/",
+        submission.recommendation_update,
+        name="review_recommend",
+    ),
     path("submissions/<int:pk>/rerun/", submission.jobs_rerun, name="jobs_rerun"),
     path("submissions/<int:pk>/check-again/", submission.ref_check_view, name="ref_check"),
     path("submissions/<int:pk>/pins/", submission.note_pin_view, name="note_pin"),

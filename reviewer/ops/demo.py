@@ -99,6 +99,16 @@ def demo_seed(demo_dir: Path = DEMO_DIR) -> Seeded:
     return Seeded(users=users, results=results)
 
 
+def _demo_recommendation(scores: list[int]) -> str:
+    """An entry without its own recommendation leans the way its scores do."""
+    mean = sum(scores) / len(scores) if scores else 0
+    if mean >= 2.5:
+        return "strong_yes"
+    if mean >= 1.75:
+        return "yes"
+    return "no" if mean >= 1 else "strong_no"
+
+
 def demo_reviews_seed(demo_dir: Path = DEMO_DIR) -> int:
     """Submit the earlier reviewers' reviews of `reviews.yaml` through the scoring functions
     (so their audit trail is real), each once: a review already there is left as it is.
@@ -152,6 +162,9 @@ def demo_reviews_seed(demo_dir: Path = DEMO_DIR) -> int:
                 override_reason=f"checked by hand: {evidence}" if value == 3 else "",
                 expected_version=0,
             )
-        review_submit(review=review)
+        review_submit(
+            review=review,
+            recommendation=entry.get("recommendation") or _demo_recommendation(entry["scores"]),
+        )
         done += 1
     return done

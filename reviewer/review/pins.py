@@ -1,7 +1,11 @@
 """Notes pinned to evidence: a check, a turn or a trace hop; shown there and in the rubric.
 
+One note form serves both kinds of note: pinned to evidence (`Note.anchor`, one more note
+each time) or on a rubric row (`Note.row`, the reviewer's one note there, edited in place;
+its anchor in the form is "row:<id>" and is never stored).
+
 Blind like the scores: a reviewer sees others' pinned notes once their own review is
-submitted (hiring leads always); their own, always.
+submitted (hiring leads who do not score, always); their own, always.
 """
 
 from __future__ import annotations
@@ -13,14 +17,15 @@ from typing import Any
 
 from django.db import transaction
 
-from reviewer.models import Note, ScoreEvent
+from reviewer.models import Note, Review, ScoreEvent
 from reviewer.review.audit import audit_record
 from reviewer.review.markdown import render_markdown
-from reviewer.review.scoring import sees_others
+from reviewer.review.scoring import note_save, review_get_or_create, sees_others
 from submissions.models import Submission
 
 MAX_BODY = 5000
 _ANCHOR = re.compile(r"check:[a-z_]+\.[a-z_]+|turn:\d{1,9}\.\d{1,9}|hop:\d{1,9}")
+_ROW = re.compile(r"row:(\d{1,9})")
 
 
 class PinRefused(ValueError):
@@ -82,6 +87,29 @@ def pin_note(*, submission: Submission, author: Any, anchor: str, body: str) -> 
             new={"anchor": anchor, "note": body},
         )
     return note
+
+
+def row_anchor(row_id: int) -> str:
+    """The note form's value for a rubric row."""
+    return f"row:{row_id}"
+
+
+def note_place(*, submission: Submission, author: Any, anchor: str, body: str) -> Note | None:
+    """The one note form's write: a row's note (replaced; empty text removes it) or a note
+    pinned to evidence (added). Returns the note, None when a row's note was removed."""
+    match = _ROW.fullmatch(anchor)
+    if match is None:
+        return pin_note(submission=submission, author=author, anchor=anchor, body=body)
+    review = review_get_or_create(submission=submission, reviewer=author)
+    if review is None or not review.rubric.rows.filter(pk=int(match.group(1))).exists():
+        raise PinRefused("that row is not in this submission's rubric")
+    if review.state == Review.State.SUBMITTED:
+        raise PinRefused("your review was submitted; its row notes can no longer change")
+    if len(body.strip()) > MAX_BODY:
+        raise PinRefused(f"a note is at most {MAX_BODY} characters")
+    row = review.rubric.rows.get(pk=int(match.group(1)))
+    note_save(review=review, row=row, body=body)
+    return Note.objects.filter(submission=submission, author=author, row=row).first()
 
 
 def visible_pins(user: Any, submission: Submission) -> list[Note]:

@@ -180,24 +180,146 @@ BUILTIN: dict[str, dict[str, Any]] = {
     },
 }
 
+# What each level means on each built-in row, 0 to 3 (`RubricRow.anchors`), from the row's
+# "how to check" and the rule for a 3: the reviewer reproduced it without asking anything.
+ANCHORS: dict[str, dict[str, tuple[str, str, str, str]]] = {
+    "cassette": {
+        "Replays offline": (
+            "Replay needs the network or credentials, or does not run at all.",
+            "Replay runs offline only after fixes or by hand; some tests fail.",
+            "Replays offline and exits 0, with a gap (a test skipped, an env var to guess).",
+            "Reproduced: network off, no credentials, the replay command exits 0.",
+        ),
+        "Canonical keys": (
+            "No canonical key: files are named by hand or by something volatile.",
+            "Keys are derived, but recomputing them disagrees with several files.",
+            "Keys recompute; REPLAY.md is missing or vague about the normalised fields.",
+            "Reproduced: every key recomputes and REPLAY.md names the fields it drops.",
+        ),
+        "Missing recording fails loudly": (
+            "A missing cassette falls through to the live API or passes silently.",
+            "It fails, but later and without naming the missing cassette.",
+            "It fails at once, but the message does not say which cassette is missing.",
+            "Reproduced: one cassette removed, the run fails naming it, no live call.",
+        ),
+        "Recording hygiene": (
+            "A secret is in the recordings, or they are unreadable.",
+            "No secret, but model and time are missing and stale or unused files remain.",
+            "Clean apart from one gap (an unused cassette, a missing recorded_at).",
+            "Reproduced: no secrets; model and time recorded; fresh; one turn each; pruned.",
+        ),
+        "Entry points and notes": (
+            "No make targets or notes: the reviewer has to work out how to run it.",
+            "Targets exist but fail or do something other than they say.",
+            "make record, test and demo work; the notes leave a question open.",
+            "Reproduced: make record, make test and make demo do what they say.",
+        ),
+    },
+    "run-twice": {
+        "Byte-identical replays": (
+            "Two replay runs differ, or replay does not run.",
+            "Identical only with the same seed, time zone and path.",
+            "Identical across runs, with one volatile field left (an order, a float).",
+            "Reproduced: different hash seeds, time zones and paths, the same bytes.",
+        ),
+        "No network": (
+            "Replay calls the network.",
+            "Replay tries a connection or lookup and swallows the error.",
+            "No connection, but a client is built that would connect if reached.",
+            "Reproduced: replay makes no connection and no name lookup.",
+        ),
+        "Missing fixture fails loudly": (
+            "A missing fixture falls back to the network or passes silently.",
+            "It fails, but with exit 0 or a message that does not name the fixture.",
+            "Non-zero exit, but the fixture is not named.",
+            "Reproduced: one fixture removed, a non-zero exit naming it, no network.",
+        ),
+        "Record is capped and re-runnable": (
+            "No record mode.",
+            "./run.sh record exists but is unbounded or cannot be run twice.",
+            "Capped and re-runnable, with a manual step left.",
+            "Reproduced: ./run.sh record bounds its calls and runs again cleanly.",
+        ),
+        "Volatile data outside the graded file": (
+            "Timings and model ids are written into out/answers.json.",
+            "Some volatile data moved out; some still in the graded file.",
+            "The graded file is clean; the separate log is missing a field.",
+            "Reproduced: timings and model ids only in out/run.log, never in answers.",
+        ),
+    },
+    "trace": {
+        "Tool calls reach the stub": (
+            "Tool calls never reach the stub.",
+            "Some create_order calls have no matching stub request.",
+            "Every call reaches the stub; an argument differs on one hop.",
+            "Reproduced: every create_order call, then a stub request with its arguments.",
+        ),
+        "No invented ids": (
+            "The model states order ids the stub never issued.",
+            "One invented id, or ids reused across orders.",
+            "Every id comes from the stub; one is paraphrased or truncated.",
+            "Reproduced: every order id mentioned was issued by the stub.",
+        ),
+        "Idempotency": (
+            "Writes carry no Idempotency-Key.",
+            "Keys are sent but the stub's 200 or 409 is not handled.",
+            "Keys sent, 201 and 200 handled; the 409 case is untested.",
+            "Reproduced: every write keyed; 201, 200 and 409 answered as specified.",
+        ),
+        "Trace matches the live stub": (
+            "The trace file cannot be matched to the stub at all.",
+            "Several rows differ from /_trace/{id}.",
+            "Rows match apart from one field or one row.",
+            "Reproduced: every row re-fetched from /_trace/{id} matches the file.",
+        ),
+    },
+    "ticket-service": {
+        "Correctness": (
+            "The service does not start, or answers are not tickets.",
+            "Tickets come back but several fail the schema.",
+            "Schema-valid tickets; one field is wrong for its log line.",
+            "Reproduced: every response is a schema-valid ticket for its log line.",
+        ),
+        "Reproducibility": (
+            "Tests need the live model.",
+            "Tests replay offline only in part; the cache is not used.",
+            "Tests replay offline; repeated inputs sometimes miss the cache.",
+            "Reproduced: tests replay offline and repeated inputs come from the cache.",
+        ),
+        "Failure handling": (
+            "With the model down the service errors or invents data.",
+            "It degrades, but tickets are invalid or not marked needs_human.",
+            "Valid tickets marked needs_human; retries unbounded or evidence missing.",
+            "Reproduced: model down, valid tickets marked needs_human, retries bounded.",
+        ),
+        "Communication": (
+            "No runbook.",
+            "A runbook whose commands fail.",
+            "Start, test and replay commands work; one needs a guess.",
+            "Reproduced: the runbook's start, test and replay commands work as written.",
+        ),
+    },
+}
+
 
 def install_builtin_rubrics(template_model: Any, row_model: Any) -> None:
     """Create or refresh the built-in templates (takes models so migrations can call it)."""
+    # A migration older than the anchors field passes a model without it.
+    has_anchors = any(f.name == "anchors" for f in row_model._meta.get_fields())
     for slug, spec in BUILTIN.items():
         template, _ = template_model.objects.update_or_create(
             slug=slug, defaults={"title": spec["title"], "builtin": True}
         )
         for order, (title, weight, how, check_ids) in enumerate(spec["rows"]):
-            row_model.objects.update_or_create(
-                template=template,
-                order=order,
-                defaults={
-                    "title": title,
-                    "weight": weight,
-                    "how_to_check": how,
-                    "check_ids": check_ids,
-                },
-            )
+            defaults = {
+                "title": title,
+                "weight": weight,
+                "how_to_check": how,
+                "check_ids": check_ids,
+            }
+            if has_anchors:
+                defaults["anchors"] = list(ANCHORS[slug][title])
+            row_model.objects.update_or_create(template=template, order=order, defaults=defaults)
 
 
 def rubric_for(assignment: Assignment) -> RubricTemplate | None:

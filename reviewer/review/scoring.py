@@ -44,6 +44,13 @@ def review_for(*, submission: Submission, reviewer: Any) -> Review | None:
     return Review(submission=submission, reviewer=None, rubric=rubric)
 
 
+def scoring_offered(user: Any, review: Review) -> bool:
+    """A hiring lead who has not chosen to score this hand-in is offered the choice instead
+    of a scoring form: a form at hand anchors them on the rubric, and their scores would
+    join the agreement figures."""
+    return review.pk is None and is_hiring_lead(user)
+
+
 def review_get_or_create(*, submission: Submission, reviewer: Any) -> Review | None:
     """The reviewer's own review of a submission (None when the assignment has no rubric)."""
     rubric = rubric_for(submission.assignment)
@@ -186,13 +193,42 @@ def note_save(*, review: Review, row: RubricRow, body: str) -> None:
         note.save(update_fields=["body", "updated"])
 
 
-def review_submit(*, review: Review) -> Review:
-    """Submit a review once every row is scored; others' scores become visible to its author."""
+def recommendation_save(*, review: Review, value: str) -> Review:
+    """The reviewer's overall call (strong no … strong yes); blank takes it back."""
+    if value not in Review.Recommendation.values and value != "":
+        raise ScoreRefused("a recommendation is strong no, no, yes or strong yes")
+    if review.state == Review.State.SUBMITTED:
+        raise ScoreRefused("this review was submitted; it can no longer change")
+    if review.recommendation == value:
+        return review
+    with transaction.atomic():
+        old = review.recommendation
+        review.recommendation = value
+        review.save(update_fields=["recommendation", "updated"])
+        audit_record(
+            submission_id=review.submission_id,
+            review=review,
+            actor_id=review.reviewer_id,
+            kind=ScoreEvent.Kind.RECOMMEND,
+            old={"recommendation": old},
+            new={"recommendation": value},
+        )
+    return review
+
+
+def review_submit(*, review: Review, recommendation: str | None = None) -> Review:
+    """Submit a review once every row is scored and an overall recommendation chosen;
+    others' scores become visible to its author. `recommendation`, when given, is saved
+    first (a command or the demo submits in one call)."""
     rows = list(review.rubric.rows.all())
     scored = set(review.scores.exclude(value=None).values_list("row_id", flat=True))
     missing = [row.title for row in rows if row.pk not in scored]
     if missing:
         raise ScoreRefused("score every row before submitting: " + ", ".join(missing))
+    if recommendation is not None:
+        recommendation_save(review=review, value=recommendation)
+    if not review.recommendation:
+        raise ScoreRefused("choose an overall recommendation before submitting")
     with transaction.atomic():
         review.state = Review.State.SUBMITTED
         review.submitted_at = timezone.now()
@@ -208,21 +244,24 @@ def review_submit(*, review: Review) -> Review:
     return review
 
 
-def blind_lifted(user: Any, *, own_submitted: bool) -> bool:
-    """The blind rule: others' scores, notes and history show to a hiring lead, or to a
-    reviewer once their own review of this submission is submitted."""
-    return own_submitted or is_hiring_lead(user)
+def blind_lifted(user: Any, *, own_submitted: bool, own_draft: bool = False) -> bool:
+    """The blind rule: others' scores, notes and history show to a reviewer once their own
+    review of this submission is submitted, and to a hiring lead who is not scoring it. A
+    lead who chose to score it is blind like anyone until they submit: not anchored."""
+    return own_submitted or (is_hiring_lead(user) and not own_draft)
 
 
 def sees_others(user: Any, submission: Submission) -> bool:
     """`blind_lifted` for this user and submission (one query at most)."""
-    return is_hiring_lead(user) or blind_lifted(
+    state = (
+        Review.objects.filter(submission=submission, reviewer_id=getattr(user, "pk", None))
+        .values_list("state", flat=True)
+        .first()
+    )
+    return blind_lifted(
         user,
-        own_submitted=Review.objects.filter(
-            submission=submission,
-            reviewer_id=getattr(user, "pk", None),
-            state=Review.State.SUBMITTED,
-        ).exists(),
+        own_submitted=state == Review.State.SUBMITTED,
+        own_draft=state == Review.State.DRAFT,
     )
 
 
@@ -255,7 +294,9 @@ def reviews_visible_to(user: Any, submission: Submission) -> list[ReviewView]:
     )
     own = next((r for r in reviews if r.reviewer_id == getattr(user, "pk", None)), None)
     see_all = blind_lifted(
-        user, own_submitted=own is not None and own.state == Review.State.SUBMITTED
+        user,
+        own_submitted=own is not None and own.state == Review.State.SUBMITTED,
+        own_draft=own is not None and own.state == Review.State.DRAFT,
     )
     from reviewer.review.markdown import render_markdown
 

@@ -31,6 +31,29 @@ def status_label(status: str) -> str:
     return LABELS.get(status, status)
 
 
+# A mark beside the label, so a chip's state is not told by its colour alone.
+MARKS = {"fail": "✗", "error": "?", "warn": "!", "pass": "✓", "skip": "–"}
+
+
+@dataclass(frozen=True, slots=True)
+class Chip:
+    """A rubric row's linked check as a small chip: its short name, state and mark."""
+
+    check_id: str
+    status: str  # a check status, or "not run"
+    name: str
+    label: str
+    mark: str
+
+
+def chip(check_id: str, status: str | None) -> Chip:
+    """The chip of a linked check (`status` None: the check has not run)."""
+    name = check_id.split(".", 1)[-1]
+    if status is None:
+        return Chip(check_id, "not run", name, "not run", "")
+    return Chip(check_id, status, name, status_label(status), MARKS.get(status, ""))
+
+
 def environment_caused(check: Any) -> bool:
     """An error that this server's environment caused, not the hand-in."""
     return check.status == "error" and check.cause == CheckResult.Cause.SANDBOX
@@ -89,6 +112,8 @@ def verdict_for(
     rows_total: int | None = None,
     rows_scored: int = 0,
     review_state: str | None = None,
+    recommended: bool = True,
+    scoring: bool = True,
 ) -> Verdict:
     """The verdict of one submission's checks and the reviewer's next step."""
     checks = list(checks)
@@ -112,7 +137,15 @@ def verdict_for(
         parts.append(f"{out.counts['skip']} skipped (not for this shape or precondition unmet)")
     out.headline = ", ".join(parts) if checks else "No checks yet"
     out.next_action = _next_action(
-        out, submission_status, status_reason, jobs_active, rows_total, rows_scored, review_state
+        out,
+        submission_status,
+        status_reason,
+        jobs_active,
+        rows_total,
+        rows_scored,
+        review_state,
+        recommended,
+        scoring,
     )
     return out
 
@@ -125,6 +158,8 @@ def _next_action(
     rows_total: int | None,
     rows_scored: int,
     review_state: str | None,
+    recommended: bool = True,
+    scoring: bool = True,
 ) -> str:
     if status == "rejected":
         return f"The upload was refused{': ' + reason if reason else ''}. Upload a fixed archive."
@@ -139,7 +174,14 @@ def _next_action(
         return "This assignment names no rubric: read the evidence below."
     if review_state == "submitted":
         return "Your review is submitted."
+    if not scoring:
+        return (
+            "You are not scoring this hand-in: read the evidence and the reviewers' scores, "
+            "or choose to score it yourself in the rubric."
+        )
     left = rows_total - rows_scored
     if left > 0:
         return f"Score the rubric: {_count(left, 'row', 'rows')} of {rows_total} left."
+    if not recommended:
+        return "Every row is scored: choose your overall recommendation, then submit."
     return "Every row is scored: submit your review."

@@ -18,10 +18,22 @@ class Queue:
     left: int  # submissions this user may see here and has not submitted a review of
     total: int
     position: int  # 1-based
+    next_unscored: int | None = None  # the next one this user has not submitted, not this
+    here_done: bool = False  # this user has submitted their review of this submission
+
+    @property
+    def done(self) -> bool:
+        """Every hand-in of the queue is scored: the end state, not a dead "next"."""
+        return self.left == 0
 
 
 def queue_for(user: Any, submission: Submission) -> Queue:
-    """Previous and next in the queue (two queries, whatever the cohort's size)."""
+    """Previous and next in the queue (two queries, whatever the cohort's size).
+
+    The order is fixed (upload time), so submitting a review never moves a hand-in and
+    never leaves a dead "next": next is the first hand-in after this one (wrapping round)
+    still to score, else simply the one after (wrapping too); previous is the one before.
+    """
     visible = list(
         Submission.objects.visible_to(user)
         .filter(assignment_id=submission.assignment_id)
@@ -35,12 +47,17 @@ def queue_for(user: Any, submission: Submission) -> Queue:
             state=Review.State.SUBMITTED,
         ).values_list("submission_id", flat=True)
     ) if getattr(user, "is_authenticated", False) else set()  # fmt: skip
-    ordered = [pk for pk in visible if pk not in done] + [pk for pk in visible if pk in done]
-    at = ordered.index(submission.pk) if submission.pk in ordered else -1
+    at = visible.index(submission.pk) if submission.pk in visible else -1
+    after = visible[at + 1 :] + visible[: max(at, 0)] if at >= 0 else visible
+    next_unscored = next((pk for pk in after if pk not in done), None)
+    # Nothing else to score: the next hand-in all the same (wrapping), to read again.
+    following = visible[(at + 1) % len(visible)] if at >= 0 and len(visible) > 1 else None
     return Queue(
-        previous=ordered[at - 1] if at > 0 else None,
-        next=ordered[at + 1] if 0 <= at < len(ordered) - 1 else None,
+        previous=visible[at - 1] if at > 0 else None,
+        next=next_unscored if next_unscored is not None else following,
         left=len(visible) - len(done),
         total=len(visible),
         position=at + 1,
+        next_unscored=next_unscored,
+        here_done=submission.pk in done,
     )

@@ -11,30 +11,41 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.http import HttpResponseStopPolling
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from reviewer.fragments import fragment_cached
 from reviewer.models import Note, Review, RubricRow, Score
 from reviewer.ops.health import queue_down
-from reviewer.review.forms import ScoreForm
-from reviewer.review.pins import PinRefused, pin_note, pins_by_target, target_id, visible_pins
+from reviewer.review.forms import RecommendationForm, ScoreForm
+from reviewer.review.markdown import render_markdown
+from reviewer.review.pins import (
+    PinRefused,
+    note_place,
+    pins_by_target,
+    row_anchor,
+    target_id,
+    visible_pins,
+)
 from reviewer.review.scoring import (
     ScoreConflict,
     ScoreRefused,
     checks_not_applying,
     checks_passed,
     events_visible_to,
+    recommendation_save,
     review_for,
     review_get_or_create,
     review_submit,
     reviews_visible_to,
     score_save,
+    scoring_offered,
 )
-from reviewer.review.verdict import Verdict, verdict_for
+from reviewer.review.verdict import Verdict, chip, verdict_for
 from reviewer.review.worklist import queue_for
 from reviewer.views.access import HtmxHttpRequest, get_submission_for_user
 from submissions.intake.repository import ref_check
@@ -71,11 +82,17 @@ def _rubric_context(
         context["evidence_choices"] = _evidence_choices(row, checks)
         rows.append(context)
     unscored = [r["row"].title for r in rows if r["score"] is None or r["score"].value is None]
+    # A hiring lead is offered the choice to score (`review_start`), not a scoring form.
+    lead_offer = scoring_offered(request.user, review)
+    refused = request.GET.get("submit") == "refused"
     return {
         "review": review,
         "rubric_rows": rows,
         "unscored": unscored,
-        "submit_refused": request.GET.get("submit") == "refused" and bool(unscored),
+        "lead_offer": lead_offer,
+        "submit_refused": refused and bool(unscored),
+        "recommendation_refused": refused and not unscored and not review.recommendation,
+        "recommendation_choices": Review.Recommendation.choices,
         "visible_reviews": reviews_visible_to(request.user, submission),
         "history": events_visible_to(request.user, submission),
         "check_statuses": statuses,
@@ -91,6 +108,20 @@ def _evidence_choices(row: RubricRow, checks: dict) -> list[str]:
     ]
 
 
+def _levels(row: RubricRow, form: ScoreForm) -> tuple[list[dict[str, object]], str]:
+    """The segmented control's levels (value, its anchor, whether chosen) and the chosen
+    level's anchor, read from the form (a refused form shows what a reload shows)."""
+    chosen = form["value"].value()
+    chosen = "" if chosen is None else str(chosen)
+    anchors = list(row.anchors or [])[:4]
+    anchors += [""] * (4 - len(anchors))
+    levels = [
+        {"value": str(v), "anchor": anchors[v], "checked": str(v) == chosen} for v in range(4)
+    ]
+    picked = next((lv["anchor"] for lv in levels if lv["checked"]), "")
+    return levels, str(picked)
+
+
 def _row_context(
     row: RubricRow,
     score: Score | None,
@@ -104,20 +135,46 @@ def _row_context(
         "value": "" if score is None or score.value is None else str(score.value),
         "evidence": score.evidence if score else "",
         "override_reason": score.override_reason if score else "",
-        "notes": note,
         "version": version,
         "tab": tab,
         "seq": score.seq if score and score.tab == tab else 0,
     }
     passed, missing = checks_passed(row, statuses, not_applying=not_applying)
+    form = ScoreForm(initial=initial, prefix=f"row{row.pk}")
+    levels, anchor = _levels(row, form)
     return {
         "row": row,
         "score": score,
-        "form": ScoreForm(initial=initial, prefix=f"row{row.pk}"),
+        "form": form,
+        "levels": levels,
+        "anchor": anchor,
+        "note": note,
+        "note_html": render_markdown(note) if note else "",
         "checks_ok": passed,
         "checks_missing": missing,
-        "linked": [(cid, statuses.get(cid, "not run")) for cid in row.check_ids],
+        "linked": [chip(cid, statuses.get(cid)) for cid in row.check_ids],
     }
+
+
+def _counts_context(request: HttpRequest, submission: Submission) -> dict[str, Any]:
+    """Everything on the desk that counts or states what the rubric holds (the verdict, the
+    queue, the phone bar, the submit bar), read from the database after a save, to be sent
+    out of band: no place on the page is left saying an older count."""
+    context: dict[str, Any] = dict(jobs_context(submission))
+    checks = list(submission.checks.all())
+    context.update(_rubric_context(request, submission, checks))
+    context["verdict"] = _verdict(submission, checks, context)
+    context["queue"] = queue_for(request.user, submission)
+    context["oob"] = True
+    return context
+
+
+def _with_counts(request: HttpRequest, submission: Submission, response: HttpResponse) -> None:
+    """Append the desk's counts, out of band, to an htmx answer."""
+    counts = render_to_string(
+        "reviewer/submission.html#desk-counts", _counts_context(request, submission), request
+    )
+    response.content = response.content + counts.encode()
 
 
 @login_required
@@ -159,15 +216,27 @@ def _pin_context(request: HttpRequest, submission: Submission, checks: list, con
     """The rubric pane's notes on the evidence and the one pin form's choices."""
     notes = pins_by_target(request_pins(request, submission, context))
     pins = [p for group in notes.values() for p in group]
-    choices = [(f"check:{c.check_id}", f"check {c.check_id}") for c in checks]
+    review = context.get("review")
+    choices = []
+    if review is not None and review.state == Review.State.DRAFT and not context.get("lead_offer"):
+        # A note on a rubric row: the same form, the row's one note (edited in place).
+        choices += [
+            (row_anchor(rc["row"].pk), f"row: {rc['row'].title}")
+            for rc in context.get("rubric_rows") or []
+        ]
+    choices += [(f"check:{c.check_id}", f"check {c.check_id}") for c in checks]
     turns = submission.turns.order_by("thread", "index").values_list("thread", "index")[:500]
     choices += [(f"turn:{t}.{i}", f"thread {t}, turn {i}") for t, i in turns]
     hops = submission.trace_rows.order_by("line").values_list("line", flat=True)[:500]
     choices += [(f"hop:{line}", f"trace line {line}") for line in hops]
+    selected = request.GET.get("pin", "")
+    row_notes = {row_anchor(rc["row"].pk): rc["note"] for rc in context.get("rubric_rows") or []}
     return {
         "pin_list": pins,
         "pin_choices": choices,
-        "pin_selected": request.GET.get("pin", ""),
+        "pin_selected": selected,
+        # Opened on a row (no JS: ?pin=row:<id>): its note, to edit in place.
+        "pin_body": row_notes.get(selected, ""),
     }
 
 
@@ -182,6 +251,8 @@ def _verdict(submission: Submission, checks: list, context: dict[str, Any]) -> V
         rows_total=len(rows) if review is not None else None,
         rows_scored=len(rows) - len(context.get("unscored") or []),
         review_state=review.state if review is not None and review.pk else None,
+        recommended=bool(review is not None and review.recommendation),
+        scoring=not context.get("lead_offer"),
     )
 
 
@@ -199,7 +270,8 @@ def _reverted(form: ScoreForm, review: Review, row: RubricRow) -> tuple[ScoreFor
 @login_required
 @require_POST
 def score_update(request: HtmxHttpRequest, pk: int, row_id: int) -> HttpResponse:
-    """Autosave one rubric row: an ordinary form, re-rendered as its own partial."""
+    """Autosave one rubric row: an ordinary form, re-rendered as its own partial, with the
+    desk's counts out of band."""
     submission = get_submission_for_user(request, pk)
     review = review_get_or_create(submission=submission, reviewer=request.user)
     if review is None:
@@ -220,7 +292,8 @@ def score_update(request: HtmxHttpRequest, pk: int, row_id: int) -> HttpResponse
                 evidence=data["evidence"],
                 override_reason=data["override_reason"],
                 expected_version=data["version"],
-                notes=data["notes"],
+                # A row's note is written by the note form; an older form may still send it.
+                notes=data["notes"] if form.add_prefix("notes") in request.POST else None,
                 tab=data["tab"] or "",
                 seq=data["seq"] or 0,
             )
@@ -253,6 +326,7 @@ def score_update(request: HtmxHttpRequest, pk: int, row_id: int) -> HttpResponse
     context["evidence_choices"] = _evidence_choices(row, checks)
     if not saved:
         context["form"] = form  # keep what was typed, with its errors
+        context["levels"], context["anchor"] = _levels(row, form)
     context.update(
         {
             "submission": submission,
@@ -262,13 +336,71 @@ def score_update(request: HtmxHttpRequest, pk: int, row_id: int) -> HttpResponse
             "now": timezone.now(),
         }
     )
-    return render(request, "reviewer/submission.html#rubric-row", context, status=status)
+    response = render(request, "reviewer/submission.html#rubric-row", context, status=status)
+    _with_counts(request, submission, response)
+    return response
 
 
 @login_required
 @require_POST
-def review_submit_view(request: HttpRequest, pk: int) -> HttpResponse:
-    """Submit one's review; then others' scores become visible."""
+def recommendation_update(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Autosave the overall recommendation (strong no … strong yes), like a row."""
+    submission = get_submission_for_user(request, pk)
+    review = review_get_or_create(submission=submission, reviewer=request.user)
+    if review is None:
+        raise Http404("this assignment has no rubric")
+    form = RecommendationForm(request.POST)
+    error = ""
+    saved = False
+    if form.is_valid():
+        try:
+            recommendation_save(review=review, value=form.cleaned_data["recommendation"])
+            saved = True
+        except ScoreRefused as exc:
+            error = f"Not saved: {exc}"
+    else:
+        error = "Not saved: a recommendation is strong no, no, yes or strong yes"
+    if not request.htmx:
+        if saved:
+            messages.success(request, "Saved: the overall recommendation")
+        else:
+            messages.error(request, error)
+        return redirect(f"{submission.get_absolute_url()}#recommendation")
+    review.refresh_from_db()
+    context = {
+        "submission": submission,
+        "review": review,
+        "recommendation_choices": Review.Recommendation.choices,
+        "saved": saved,
+        "rec_error": error,
+        "now": timezone.now(),
+    }
+    response = render(
+        request,
+        "reviewer/submission.html#recommendation",
+        context,
+        status=200 if saved else 400,
+    )
+    _with_counts(request, submission, response)
+    return response
+
+
+@login_required
+@require_POST
+def review_start(request: HttpRequest, pk: int) -> HttpResponse:
+    """A hiring lead chooses to score this hand-in: their draft review starts, and others'
+    reviews are hidden from them until they submit it."""
+    submission = get_submission_for_user(request, pk)
+    if review_get_or_create(submission=submission, reviewer=request.user) is None:
+        raise Http404("this assignment has no rubric")
+    return redirect(f"{submission.get_absolute_url()}#rubric")
+
+
+@login_required
+@require_POST
+def review_submit_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Submit one's review; then others' scores become visible. On success, on to the next
+    hand-in of the queue still to score (or, at the end of the queue, its done state)."""
     submission = get_submission_for_user(request, pk)
     review = review_get_or_create(submission=submission, reviewer=request.user)
     if review is None:
@@ -276,9 +408,18 @@ def review_submit_view(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         review_submit(review=review)
     except ScoreRefused:
-        # Said where the reviewer lands (#rubric), beside the rows still to score.
-        return redirect(f"{submission.get_absolute_url()}?submit=refused#rubric")
-    return redirect(f"{submission.get_absolute_url()}#rubric")
+        # Said where the reviewer lands (#rubric), beside what is still missing.
+        url = f"{submission.get_absolute_url()}?submit=refused#rubric"
+    else:
+        messages.success(request, f"Review of {submission.candidate.name} submitted.")
+        queue = queue_for(request.user, submission)
+        if queue.next_unscored is not None:
+            url = reverse("submission", args=[queue.next_unscored])
+        else:
+            url = f"{submission.get_absolute_url()}#queue-done"
+    if request.htmx:
+        return HttpResponseClientRedirect(url)
+    return redirect(url)
 
 
 # Bump when the evidence partials change, so no cached HTML of the old layout is served.
@@ -348,21 +489,41 @@ def evidence_html(request: HttpRequest, context: dict[str, Any]) -> dict[str, st
 
 @login_required
 @require_POST
-def note_pin_view(request: HttpRequest, pk: int) -> HttpResponse:
-    """Pin a note to a check, a turn or a hop; back to it on the page."""
+def note_pin_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The one note form: a note on a rubric row or pinned to a check, a turn or a hop.
+    With htmx the form answers in place, the note shown where it belongs out of band;
+    without, back to it on the page."""
     submission = get_submission_for_user(request, pk)
     anchor = request.POST.get("anchor", "")
+    body = request.POST.get("body", "")
+    error = ""
     try:
-        pin_note(
-            submission=submission,
-            author=request.user,
-            anchor=anchor,
-            body=request.POST.get("body", ""),
-        )
+        note_place(submission=submission, author=request.user, anchor=anchor, body=body)
     except PinRefused as exc:
-        messages.error(request, f"Note not pinned: {exc}")
-        return redirect(submission.get_absolute_url())
-    return redirect(f"{submission.get_absolute_url()}#{target_id(anchor)}")
+        error = f"Note not pinned: {exc}"
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+            return redirect(submission.get_absolute_url())
+        target = target_id(anchor) or f"row-{anchor.partition(':')[2]}"
+        return redirect(f"{submission.get_absolute_url()}#{target}")
+    context: dict[str, Any] = dict(jobs_context(submission))
+    checks = _sections(request, submission, context)
+    context["queue"] = queue_for(request.user, submission)
+    context.update(_pin_context(request, submission, checks, context))
+    context.update(
+        {
+            "pin_selected": anchor,
+            "pin_body": body if error else "",
+            "pin_error": error,
+            "pin_saved": not error,
+            "now": timezone.now(),
+        }
+    )
+    form = render_to_string("reviewer/submission.html#pin-form", context, request)
+    context["oob"] = True
+    rest = render_to_string("reviewer/submission.html#note-answer", context, request)
+    return HttpResponse(form + rest, status=400 if error else 200)
 
 
 @login_required

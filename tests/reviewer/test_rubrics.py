@@ -6,7 +6,7 @@ import pytest
 
 from cassettes_app.checks.rules import SHAPES, shape_rules
 from reviewer.models import RubricTemplate
-from reviewer.review.rubrics import BUILTIN
+from reviewer.review.rubrics import ANCHORS, BUILTIN
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -44,3 +44,12 @@ def test_the_installed_rubrics_are_the_builtin_ones(db) -> None:
         assert [(r.title, r.weight, r.check_ids) for r in rows] == [
             (title, weight, ids) for title, weight, _, ids in spec["rows"]
         ]
+
+
+def test_every_builtin_row_describes_its_four_levels(db) -> None:
+    for slug, spec in BUILTIN.items():
+        for row in RubricTemplate.objects.get(slug=slug).rows.all():
+            assert len(row.anchors) == 4, (slug, row.title)
+            assert all(isinstance(a, str) and a.strip() for a in row.anchors), (slug, row.title)
+            assert row.anchors[3].startswith("Reproduced"), (slug, row.title)
+        assert {title for title, *_ in spec["rows"]} == set(ANCHORS[slug])

@@ -60,6 +60,13 @@ def _post(
     return client.post(reverse("score_update", args=[submission.pk, row.pk]), data, **extra)
 
 
+def _recommend(client, submission, value="yes", htmx=True):
+    extra = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    return client.post(
+        reverse("review_recommend", args=[submission.pk]), {"recommendation": value}, **extra
+    )
+
+
 @pytest.fixture
 def alice(client, reviewer):
     client.force_login(reviewer)
@@ -142,6 +149,7 @@ def test_blind_scoring_until_one_submits_and_leads_see_all(
     bob_review, bob_rows = _rows(client, submission)
     for row in bob_rows:
         _post(client, submission, row, value=1, version=0)
+    _recommend(client, submission, "no")
     client.post(reverse("review_submit", args=[submission.pk]))
     bob_review.refresh_from_db()
     assert bob_review.state == "submitted"
@@ -275,12 +283,13 @@ def test_a_submitted_review_is_read_only_and_says_so(alice, submission) -> None:
     _, rows = _rows(alice, submission)
     for row in rows:
         _post(alice, submission, row, value=2, version=0, evidence=f"e{row.pk}")
+    _recommend(alice, submission)
     alice.post(reverse("review_submit", args=[submission.pk]))
     page = alice.get(submission.get_absolute_url()).content.decode()
     rubric = page[page.index('id="rubric"') :]
     assert "it is read-only now" in rubric
     # No score control is left to change (a note can still be pinned to the evidence).
-    assert "hx-post" not in rubric and '<form id="row-' not in rubric
+    assert "/scores/" not in rubric and '<form id="row-' not in rubric
     assert 'name="row' not in rubric
     assert "once you submit your own review" not in rubric
     assert "No other reviewer has scored this submission yet." in rubric
@@ -419,7 +428,9 @@ def test_a_refused_score_reverts_in_the_control_and_keeps_the_typing(alice, subm
     assert refused.status_code == 400
     html = refused.content.decode()
     assert "Not saved, the row keeps 1" in html
-    selected = re.findall(r'<option value="(\d?)" selected>', html)
+    selected = re.findall(
+        r'<input type="radio" name="row\d+-value" value="(\d)"[^>]*checked>', html
+    )
     assert selected == ["1"]
     assert 'value="ran make test"' in html
     assert Score.objects.get(row=row).value == 1

@@ -192,7 +192,9 @@ def seeded(assignment, lead, reviewer, reviewer2):
         evidence=HOSTILE_EVIDENCE,
         reason=f"reproduced it by hand; the key was {KEY}",
     )
-    review_submit(review=Review.objects.get(submission=ada, reviewer=reviewer))
+    review_submit(
+        review=Review.objects.get(submission=ada, reviewer=reviewer), recommendation="yes"
+    )
     _score_all(
         ada,
         reviewer2,
@@ -200,11 +202,13 @@ def seeded(assignment, lead, reviewer, reviewer2):
         evidence="the replay needed the network",
         notes={first.title: f"{HOSTILE_NOTE}\nkey pasted here: {KEY}"},
     )
-    review_submit(review=Review.objects.get(submission=ada, reviewer=reviewer2))
+    review_submit(
+        review=Review.objects.get(submission=ada, reviewer=reviewer2), recommendation="no"
+    )
     pin_note(
         submission=ada, author=reviewer2, anchor="check:cassettes.no_secrets", body=f"see {KEY}"
     )
-    review_submit(review=_score_all(bea, reviewer, 2))
+    review_submit(review=_score_all(bea, reviewer, 2), recommendation="yes")
     _score_all(bea, reviewer2, 0)  # a draft: never counted
     return {"ada": ada, "bea": bea, "hostile": hostile, "rows": rows}
 

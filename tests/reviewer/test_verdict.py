@@ -114,9 +114,11 @@ def test_could_not_run_never_looks_like_a_flaw(client, reviewer, flawed) -> None
     assert "var(--bad)" not in error_rule and "dashed" in error_rule
 
 
-def test_the_queue_puts_unscored_first_and_says_how_many_are_left(
+def test_the_queue_keeps_upload_order_and_next_goes_to_the_next_to_score(
     client, reviewer, assignment
 ) -> None:
+    """A submitted hand-in never moves in the queue (moving it to the end made "next" dead
+    on the page one lands on after submitting): next is the next hand-in still to score."""
     from reviewer.models import Review
     from reviewer.review.rubrics import rubric_for
     from submissions.models import Candidate
@@ -140,11 +142,28 @@ def test_the_queue_puts_unscored_first_and_says_how_many_are_left(
         state="submitted",
     )
     client.force_login(reviewer)
+
+    def nav(sub) -> str:
+        page = client.get(sub.get_absolute_url()).content.decode()
+        return page[
+            page.index('<nav class="queue"') : page.index("</nav>", page.index('class="queue"'))
+        ]
+
+    b = nav(subs[1])
+    assert "2 left to score" in b and "2 of 3" in b
+    assert f'<a rel="next" href="/submissions/{subs[2].pk}/">' in b
+    assert f'<a rel="prev" href="/submissions/{subs[0].pk}/">' in b
+    # From the submitted A, next is B, the next still to score (not a dead link).
+    a = nav(subs[0])
+    assert f'<a rel="next" href="/submissions/{subs[1].pk}/">next to score' in a
+    # From C, the last, next wraps round to B.
+    assert f'<a rel="next" href="/submissions/{subs[1].pk}/">' in nav(subs[2])
+    # B submitted too: from C, the only one left to score, next is still a link (to A).
+    Review.objects.create(
+        submission=subs[1], reviewer=reviewer, rubric=rubric_for(subs[1].assignment),
+        state="submitted",
+    )  # fmt: skip
+    c = nav(subs[2])
+    assert "1 left to score" in c and f'<a rel="next" href="/submissions/{subs[0].pk}/">next →' in c
     page = client.get(subs[1].get_absolute_url()).content.decode()
-    nav = page[page.index('<nav class="queue"') : page.index("</nav>", page.index('class="queue"'))]
-    assert "2 left to score" in nav and "1 of 3" in nav
-    assert f'<a rel="next" href="/submissions/{subs[2].pk}/">' in nav
-    assert 'rel="prev"' not in nav  # B is first: the scored A goes last
-    last = client.get(subs[0].get_absolute_url()).content.decode()
-    assert f'<a rel="prev" href="/submissions/{subs[2].pk}/">' in last
     assert '<script src="/static/js/desk.js" defer></script>' in page

@@ -101,21 +101,21 @@ def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
     verdict = page.locator("#verdict").inner_text()
     assert "No checks yet" not in verdict and "flaw" in verdict
     good = _upload(page, base, "cassette-triage", "Ines M", archives["cassette-good"])
-    # The keyboard: ? lists the keys, j goes to the next in the queue, a digit scores the
-    # focused row.
+    # The keyboard: ? lists the keys; the first row to score is current on load, so a digit
+    # scores it; Esc leaves the rubric, and then j goes to the next in the queue.
     page.goto(f"{base}/submissions/{flawed}/")
     page.keyboard.press("?")
     assert page.locator("#shortcuts").get_attribute("open") is not None
+    page.keyboard.press("Escape")
     page.keyboard.press("j")
     page.wait_for_url(f"{base}/submissions/{good}/")
-    page.locator("form.rubric-row select").first.focus()
+    page.wait_for_selector("form.rubric-row.current")
     page.keyboard.press("1")
     page.wait_for_selector("form.rubric-row >> nth=0 >> .saved")
-    assert page.locator("form.rubric-row select").first.input_value() == "1"
-    # Two quick presses on the next row: the later choice is the one saved.
-    second = page.locator("form.rubric-row select").nth(1)
-    second.focus()
+    assert page.locator("form.rubric-row").first.locator("input:checked").input_value() == "1"
+    # Two quick changes on the next row (0, back with k, 1): the later one is saved.
     page.keyboard.press("0")
+    page.keyboard.press("k")
     page.keyboard.press("1")
     page.wait_for_timeout(1500)
     from reviewer.models import Score
@@ -125,12 +125,16 @@ def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
                               .order_by("row__order")[1].row)  # fmt: skip
     assert saved.value == 1
     _shot(page, "keyboard")
-    # Pin a note to a turn: the turn's link opens the one pin form with that turn chosen.
+    # Pin a note to a turn: the turn's link opens the one note form in place (no reload),
+    # with that turn chosen and the textarea focused; it saves without a reload.
     page.locator("#conversations .pin-link").first.click()
-    page.fill("#pin-form textarea", "this turn invents an order id")
+    assert page.evaluate("document.activeElement.name") == "body"
+    anchor = page.locator("#pin-form select[name=anchor]").input_value()
+    assert anchor.startswith("turn:")
+    page.keyboard.type("this turn invents an order id")
     page.click("#pin-form button[type=submit]")
-    page.wait_for_url(re.compile(r".*#turn-\d+\.\d+$"))
-    turn_id = page.evaluate("location.hash")[1:]
+    page.wait_for_selector("#pin-form .saved")
+    turn_id = "turn-" + anchor.split(":", 1)[1]
     assert "invents an order id" in page.locator(f'[id="{turn_id}"]').inner_text()
     assert "invents an order id" in page.locator("#rubric").inner_text()
     # The desk on a wide screen: the rubric beside the evidence; a check chip of a rubric
@@ -158,7 +162,8 @@ def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
     assert bar.is_visible()
     bar.click()
     assert phone.evaluate("location.hash") == "#rubric"
-    assert phone.locator("form.rubric-row select").first.bounding_box()["height"] >= 44
+    level = phone.locator("form.rubric-row fieldset.levels .level span").first
+    assert level.bounding_box()["height"] >= 44
     _shot(phone, "desk-phone")
     wide_ctx.close()
     phone_ctx.close()
@@ -207,17 +212,14 @@ def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
     assert page.locator("td ins").count() > 0  # the changed words are highlighted
     _shot(page, "rerecord")
 
-    # Score every rubric row by keyboard (focus the row, press 2); each change autosaves.
+    # Score every rubric row by keyboard (a 2 each: the current row moves on); each saves.
     page.goto(f"{base}/submissions/{flawed}/")
-    forms = page.locator("form.rubric-row")
+    forms = page.locator("form.rubric-row[data-keys='0123']")
     for i in range(forms.count()):
-        page.locator("form.rubric-row").nth(i).locator("select").focus()
         page.keyboard.press("2")
         page.wait_for_selector(f"form.rubric-row >> nth={i} >> .saved")
     page.reload()
-    values = [
-        page.locator("form.rubric-row select").nth(i).input_value() for i in range(forms.count())
-    ]
+    values = [forms.nth(i).locator("input:checked").input_value() for i in range(forms.count())]
     assert values == ["2"] * forms.count()
     _shot(page, "rubric")
 
@@ -225,14 +227,18 @@ def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
     stale = ctx_a.new_page()
     stale.goto(f"{base}/submissions/{flawed}/")
     first = page.locator("form.rubric-row").first
+    first.locator("details.row-more > summary").click()
     first.locator("input[name$=evidence]").fill("tab one")
     first.locator("input[name$=evidence]").dispatch_event("change")
     page.wait_for_selector("form.rubric-row >> nth=0 >> .saved")
     other = stale.locator("form.rubric-row").first
+    other.locator("details.row-more > summary").click()
     other.locator("input[name$=evidence]").fill("tab two")
     other.locator("input[name$=evidence]").dispatch_event("change")
     stale.wait_for_selector("text=someone else saved this row")
     assert "tab one" in stale.locator("form.rubric-row").first.inner_text()
+    page.locator("#recommendation .level-yes").click()
+    page.wait_for_selector("#recommendation .saved")
     page.click("text=Submit my review")
 
     Submission.objects.get(pk=flawed).reviewers.add(bob)
@@ -240,9 +246,11 @@ def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
     bob_page = _login(ctx_b, base, "bob")
     bob_page.goto(f"{base}/submissions/{flawed}/")
     assert "tab one" not in bob_page.content()  # blind until bob submits
-    for i in range(bob_page.locator("form.rubric-row").count()):
-        bob_page.locator("form.rubric-row").nth(i).locator("select").select_option("0")
+    for i in range(bob_page.locator("form.rubric-row[data-keys='0123']").count()):
+        bob_page.locator("form.rubric-row").nth(i).locator(".level").first.click()
         bob_page.wait_for_selector(f"form.rubric-row >> nth={i} >> .saved")
+    bob_page.locator("#recommendation .level-no").click()
+    bob_page.wait_for_selector("#recommendation .saved")
     bob_page.click("text=Submit my review")
     bob_page.wait_for_selector("text=it is read-only now")
 
@@ -434,3 +442,123 @@ def test_hiring_lead_journey(browser, live_server, tmp_path) -> None:
     offline.close()
     ctx.close()
     assert console_errors == []
+
+
+@pytest.mark.parametrize(
+    "width,height", [(1440, 900), (390, 844)], ids=["desktop-1440x900", "phone-390x844"]
+)
+def test_a_whole_hand_in_is_scored_with_the_keyboard_alone(
+    browser, live_server, width, height
+) -> None:
+    """From page load to the next hand-in with keys only: five rows, the recommendation,
+    Ctrl+Enter; at most 15 presses (issue #27: it took 87 Tabs to reach the first score)."""
+    import io
+    from unittest import mock
+
+    from reviewer.models import Review, RubricRow, RubricTemplate
+    from reviewer.review.rubrics import install_builtin_rubrics
+    from submissions.intake.upload import submission_create
+    from submissions.jobs import queue
+    from submissions.models import Candidate, CheckResult, Job
+    from tests.conftest import make_zip
+
+    base = live_server.url
+    install_builtin_rubrics(RubricTemplate, RubricRow)  # a flush took the migration's
+    alice = _user("alice", REVIEWERS)
+    data = yaml.safe_load((DEMO_DIR / "assignments" / "cassette-triage.yaml").read_text())
+    assignment, _ = assignment_apply(values=assignment_values({**data, "replay_command": ""}))
+    rows = list(RubricTemplate.objects.get(slug=assignment.rubric).rows.all())
+    assert len(rows) == 5
+    subs = []
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        for name in ("First Person", "Second Person"):
+            subs.append(
+                submission_create(
+                    upload=io.BytesIO(make_zip({"README.md": name})), filename="h.zip",
+                    candidate=Candidate.objects.create(name=name), assignment=assignment,
+                    uploaded_by=alice,
+                ).submission
+            )  # fmt: skip
+    Job.objects.filter(submission__in=subs).update(state=Job.State.PASSED)
+    # The first row's check failed: the server would refuse a 3 there without a reason.
+    for cid in rows[0].check_ids:
+        CheckResult.objects.create(
+            submission=subs[0], check_id=cid, status="fail", summary="exit 2 with the network off"
+        )
+    # Every check of the fourth row passed: a 3 there is earned, no reason needed.
+    for cid in rows[3].check_ids:
+        CheckResult.objects.create(submission=subs[0], check_id=cid, status="pass", summary="ok")
+    phone = width < 700
+    ctx = browser.new_context(
+        viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone
+    )
+    page = _login(ctx, base, "alice")
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(f"{base}/submissions/{subs[0].pk}/")
+    page.wait_for_selector(".desk-rubric .rubric-row.current")
+    score_rows = page.locator(".desk-rubric form.rubric-row[data-keys='0123']")
+    heights = [score_rows.nth(i).bounding_box()["height"] for i in range(score_rows.count())]
+    pane = page.locator(".desk-rubric").bounding_box()
+    # Where the submit button sits in the pane, before any scroll of it.
+    submit_bottom = page.evaluate(
+        "() => document.querySelector('#submit-form button').getBoundingClientRect().bottom"
+        " - document.querySelector('.desk-rubric').getBoundingClientRect().top"
+    )
+    _shot(page, f"desk-keys-{width}x{height}-start")
+    presses = 0
+
+    def press(key: str) -> None:
+        nonlocal presses
+        page.keyboard.press(key)
+        presses += 1
+
+    plan = ["1", "2", "2", "3", "2"]
+    for digit in plan:
+        press(digit)
+    press("3")  # the recommendation: 1 strong no, 2 no, 3 yes, 4 strong yes
+    # No waiting for the saves: Ctrl+Enter itself waits for the answers in flight.
+    press("Control+Enter")
+    page.wait_for_url(f"{base}/submissions/{subs[1].pk}/")
+    page.wait_for_selector(".desk-rubric .rubric-row.current")
+    _shot(page, f"desk-keys-{width}x{height}-next")
+    assert "1 left to score" in page.locator("#queue-nav").inner_text()
+    review = Review.objects.get(submission=subs[0], reviewer__username="alice")
+    assert review.state == "submitted" and review.recommendation == "yes"
+    assert [s.value for s in review.scores.order_by("row__order")] == [int(d) for d in plan]
+    assert presses <= 15
+    # The next hand-in opens ready: its first row is the current one, no Tab needed.
+    assert page.locator(".rubric-row.current").get_attribute("id") == f"row-{rows[0].pk}"
+    # A 3 on a row whose checks have not passed asks for the reason instead of a refused
+    # save: the override field opens, focused; Enter saves the 3 with it.
+    first = page.locator(f"#row-{rows[0].pk}")
+    page.keyboard.press("3")
+    assert page.evaluate("document.activeElement.name") == f"row{rows[0].pk}-override_reason"
+    assert first.locator("details.row-more").get_attribute("open") is not None
+    page.keyboard.type("ran make test offline by hand: exit 0")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(f"#row-{rows[0].pk} .saved")
+    score = Review.objects.get(submission=subs[1]).scores.get(row=rows[0])
+    assert (score.value, score.override_reason) == (3, "ran make test offline by hand: exit 0")
+    # n: the one note form, on the current row, its textarea focused.
+    page.locator(f"#row-{rows[1].pk}").focus()
+    page.keyboard.press("n")
+    assert page.evaluate("document.activeElement.name") == "body"
+    assert page.locator("#pin-form select").input_value() == f"row:{rows[1].pk}"
+    page.keyboard.type("keys recomputed by hand")
+    page.keyboard.press("Control+Enter")  # in the note form: saves the note
+    page.wait_for_selector(f"#row-note-{rows[1].pk} >> text=keys recomputed by hand")
+    assert errors == []
+    if not phone:
+        # Folded rows fit: five of them in the pane at 1440x900.
+        assert max(heights) <= 120, heights
+        assert pane["x"] > width / 2
+        # Rows, recommendation and submit all within the pane, no scrolling it.
+        assert submit_bottom <= pane["height"], (submit_bottom, pane)
+    else:
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+    print(
+        f"\n{width}x{height}: {presses} key presses, rows {[round(h) for h in heights]} px, "
+        f"pane {round(pane['height'])} px, submit button bottom at {round(submit_bottom)} px"
+    )
+    ctx.close()
