@@ -423,25 +423,6 @@ def test_when_the_jobs_end_the_poll_brings_the_sections_they_changed(
     assert body.count('id="verdict"') == 1 and "<html" not in body
 
 
-def test_home_counts_every_submission_a_reviewer_may_see(client, reviewer, assignment) -> None:
-    """Three submissions of two candidates in one assignment read 2 candidates and 3
-    submissions, as the database holds them (the default ordering once split the count)."""
-    import re as _re
-
-    from submissions.models import Candidate
-
-    ada, bo = Candidate.objects.create(name="Ada"), Candidate.objects.create(name="Bo")
-    for candidate, text in [(ada, "one"), (ada, "two"), (bo, "three")]:
-        _submission_for(reviewer, assignment, candidate, make_zip({"README.md": text}))
-    visible = Submission.objects.visible_to(reviewer).filter(assignment=assignment)
-    assert visible.count() == 3
-    client.force_login(reviewer)
-    html = client.get(reverse("home")).content.decode()
-    row = next(r for r in html.split("<tr>") if assignment.slug in r)
-    cells = _re.findall(r"<td>(\d+)</td>", row)
-    assert cells == ["2", "3", str(visible.filter(status__in=["received", "processing"]).count())]
-
-
 def test_code_locations_in_a_summary_link_to_the_line(client, reviewer, assignment) -> None:
     """'from triager/llm.py:24' opens the hand-in's file at line 24; a location the hand-in
     does not hold stays text, and the rest of the summary stays escaped."""
