@@ -86,13 +86,27 @@ def test_upload_creates_submission_and_redirects(client, reviewer, assignment) -
     assert reviewer in s.reviewers.all()
 
 
+def _refusal(html: str) -> str:
+    """The refusal said at the top of the upload form."""
+    form = html[html.index('id="upload-form"') :]
+    assert form.index('role="alert"') < form.index('name="archive"')  # before the file field
+    return form[form.index('role="alert"') : form.index("</div>")]
+
+
 def test_upload_form_shows_the_rejection_reason(client, reviewer, assignment) -> None:
     client.force_login(reviewer)
     archive = SimpleUploadedFile("evil.zip", make_zip({"../x": "y"}, root=None))
-    response = client.post(assignment.get_absolute_url(), {"candidate": "Eve", "archive": archive})
-    assert response.status_code == 400
-    assert b"The archive was rejected" in response.content
-    assert b"../x" in response.content
+    url = assignment.get_absolute_url()
+    response = client.post(url, {"candidate": "Eve", "archive": archive})
+    # Post/redirect/get: a reload of the page the refusal lands on sends no file again.
+    assert response.status_code == 302 and response.url == f"{url}#upload-form"
+    page = client.get(url).content.decode()
+    said = _refusal(page)
+    assert "The archive was rejected" in said and "../x" in said
+    assert "<strong>Archive or git bundle:</strong>" in said
+    assert 'value="Eve"' in page  # what was typed is kept; the file cannot be
+    # Said once: the next view of the page is a clean form.
+    assert "Not uploaded" not in client.get(url).content.decode()
 
 
 def test_upload_form_shows_field_errors(client, reviewer, assignment) -> None:
@@ -100,19 +114,36 @@ def test_upload_form_shows_field_errors(client, reviewer, assignment) -> None:
     response = client.post(
         assignment.get_absolute_url(),
         {"candidate": "", "stub_url": "not a url"},
+        follow=True,
     )
-    assert response.status_code == 400
-    assert b"This field is required" in response.content
-    assert b"Enter a valid URL" in response.content
+    assert response.redirect_chain and response.request["REQUEST_METHOD"] == "GET"
+    said = _refusal(response.content.decode())
+    assert "<strong>Candidate:</strong> This field is required" in said
+    assert "<strong>Stub URL:</strong> Enter a valid URL" in said
     assert not Submission.objects.exists()
 
 
 def test_upload_refuses_empty_file(client, reviewer, assignment) -> None:
     client.force_login(reviewer)
     archive = SimpleUploadedFile("empty.zip", b"")
-    response = client.post(assignment.get_absolute_url(), {"candidate": "E", "archive": archive})
-    assert response.status_code == 400
-    assert b"empty" in response.content
+    response = client.post(
+        assignment.get_absolute_url(), {"candidate": "E", "archive": archive}, follow=True
+    )
+    assert "empty" in _refusal(response.content.decode())
+
+
+def test_forms_name_their_fields_properly_not_as_django_derives_them(
+    client, reviewer, assignment
+) -> None:
+    client.force_login(reviewer)
+    upload = client.get(assignment.get_absolute_url()).content.decode()
+    new = client.get(reverse("assignment_new")).content.decode()
+    client.logout()
+    login = client.get(reverse("login")).content.decode()
+    assert ">Stub URL <span" in upload and ">Replay command <span" in new
+    assert '<label for="id_username">Username</label>' in login
+    for html in (upload, new, login):
+        assert "Stub url" not in html and ":</label>" not in html
 
 
 def test_job_panel_polls_while_running_then_stops(client, reviewer, assignment, candidate) -> None:
