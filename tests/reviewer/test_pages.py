@@ -102,11 +102,11 @@ def test_upload_form_shows_the_rejection_reason(client, reviewer, assignment) ->
     assert response.status_code == 302 and response.url == f"{url}#upload-form"
     page = client.get(url).content.decode()
     said = _refusal(page)
-    assert "The archive was rejected" in said and "../x" in said
+    assert "Not accepted" in said and "The archive was rejected" in said and "../x" in said
     assert "<strong>Archive or git bundle:</strong>" in said
     assert 'value="Eve"' in page  # what was typed is kept; the file cannot be
     # Said once: the next view of the page is a clean form.
-    assert "Not uploaded" not in client.get(url).content.decode()
+    assert "Not accepted" not in client.get(url).content.decode()
 
 
 def test_upload_form_shows_field_errors(client, reviewer, assignment) -> None:
