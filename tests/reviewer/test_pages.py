@@ -475,3 +475,18 @@ def test_code_locations_in_a_summary_link_to_the_line(client, reviewer, assignme
     assert f'<a href="{url}?path=triager/llm.py&amp;line=24#L24">triager/llm.py:24</a>' in page
     assert "gone.py:3 &lt;script&gt;" in page and "<script>x" not in page
     assert client.get(f"{url}?path=triager/llm.py&line=24").status_code == 200
+
+
+def test_the_verdict_comes_before_the_folded_metadata_card(
+    client, reviewer, assignment, candidate
+) -> None:
+    """What the checks found is read first; the archive's sha256, source and stub URL are
+    one click away, folded on every screen."""
+    s = _submission_for(reviewer, assignment, candidate)
+    client.force_login(reviewer)
+    html = client.get(s.get_absolute_url()).content.decode()
+    verdict, header = html.index('id="verdict"'), html.index('id="submission-header"')
+    assert verdict < header
+    card = html[header : html.index("</details>", header)]
+    assert '<details class="card meta">' in card  # closed: no `open`
+    assert s.archive_sha256 in card and "Stub URL" in card
