@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.loader import render_to_string
+from django.urls import reverse
 
 DEMO_VIEWER = "demo-viewer"
 _SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
@@ -38,6 +39,10 @@ class DemoReadOnlyMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if not settings.DEMO_MODE:
             return self.get_response(request)
+        if _is_a_door(request.path_info):
+            # No way in: the demo has no logins to offer, and Django's admin (its own
+            # login page first) is not for the public. Not there, as far as a visitor sees.
+            return HttpResponse(render_to_string("404.html", request=request), status=404)
         if request.method not in _SAFE_METHODS:
             body = render_to_string("demo_refused.html", request=request)
             return HttpResponse(body, status=403)
@@ -47,3 +52,8 @@ class DemoReadOnlyMiddleware:
                 # Not logged in: no session is written; this request alone reads as the viewer.
                 request.user = viewer
         return self.get_response(request)
+
+
+def _is_a_door(path: str) -> bool:
+    """The login page or anything under Django's admin."""
+    return path == reverse("login") or path.startswith(reverse("admin:index"))

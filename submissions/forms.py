@@ -38,6 +38,7 @@ class UploadForm(forms.Form):
     )
     archive = forms.FileField(
         required=False,
+        label="Archive or git bundle",
         help_text="zip, tar, tar.gz, tar.bz2 or tar.xz, or a git bundle (judged at its HEAD)",
     )
     repository_url = forms.CharField(
@@ -48,7 +49,10 @@ class UploadForm(forms.Form):
         "ref names (a later push does not change what is judged).",
     )
     ref = forms.CharField(
-        required=False, max_length=300, help_text="The branch or tag to judge (default: HEAD)."
+        required=False,
+        max_length=300,
+        label="Branch or tag",
+        help_text="The branch or tag to judge (default: HEAD).",
     )
     token = forms.CharField(
         required=False,
@@ -59,6 +63,7 @@ class UploadForm(forms.Form):
     )
     stub_url = forms.URLField(
         required=False,
+        label="Stub URL",
         max_length=500,
         assume_scheme="https",
         help_text="The candidate's live shop stub, if the assignment has traces.",
@@ -103,3 +108,9 @@ class AssignmentForm(forms.ModelForm):
     class Meta:
         model = Assignment
         fields = ["slug", "title", "shape", "replay_command", "expected_model", "stale_after_days"]
+        labels = {
+            "slug": "Slug (in URLs and YAML)",
+            "replay_command": "Replay command",
+            "expected_model": "Expected model",
+            "stale_after_days": "Stale after (days)",
+        }

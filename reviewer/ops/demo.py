@@ -168,3 +168,63 @@ def demo_reviews_seed(demo_dir: Path = DEMO_DIR) -> int:
         )
         done += 1
     return done
+
+
+@dataclass(frozen=True)
+class StartHere:
+    """One place the demo's visitor should look first, and what to look for there."""
+
+    title: str
+    url: str
+    line: str
+    download: bool = False
+
+
+# The demo's tour: a hand-in with flaws the checks catch, the cohort's comparison (where
+# two earlier reviewers disagree) and the committee's report. A repo of candidates.yaml.
+START_HERE_REPO = "cassette-flawed"
+
+
+def demo_start_here(demo_dir: Path = DEMO_DIR) -> list[StartHere]:
+    """The demo home's "start here" card; empty when the demo cohort is not seeded."""
+    from django.urls import reverse
+
+    from submissions.models import Submission
+
+    path = demo_dir / "candidates.yaml"
+    entries = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else []
+    entry = next((e for e in entries or [] if e.get("repo") == START_HERE_REPO), None)
+    if entry is None:
+        return []
+    flawed = (
+        Submission.objects.filter(
+            candidate__name=entry["candidate"], assignment__slug=entry["assignment"]
+        )
+        .select_related("assignment")
+        .order_by("-created")
+        .first()
+    )
+    if flawed is None:
+        return []
+    slug = flawed.assignment.slug
+    return [
+        StartHere(
+            f"A flawed hand-in: {entry['candidate']}",
+            flawed.get_absolute_url(),
+            "Read the verdict first: a hand-edited cassette whose key no longer matches its "
+            "request, each flaw one click from its evidence and the file it names.",
+        ),
+        StartHere(
+            f"The comparison: {flawed.assignment.title}",
+            reverse("comparison", args=[slug]),
+            "Two earlier reviewers' totals side by side; a flag marks where they disagree, "
+            "and each score unfolds to the evidence line its reviewer wrote.",
+        ),
+        StartHere(
+            "The committee report",
+            reverse("cohort_report", args=[slug]),
+            "One self-contained HTML file for Thursday's committee: every candidate's checks, "
+            "scores and notes, readable offline.",
+            download=True,
+        ),
+    ]

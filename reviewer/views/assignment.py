@@ -32,7 +32,7 @@ _SORTS = {"newest": "-created", "oldest": "created", "name": "candidate__name"}
 def assignment_detail(request: HttpRequest, slug: str) -> HttpResponse:
     """Candidates of an assignment: status, check badges, score, reviews; filter, sort, upload."""
     assignment = get_object_or_404(Assignment, slug=slug)
-    form, done = handle_upload(request, assignment)
+    form, refusal, done = handle_upload(request, assignment)
     if done is not None:
         return done
     submissions = (
@@ -63,12 +63,12 @@ def assignment_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "rules": assignment_rules(assignment),
             "page": page,
             "form": form,
+            "refusal": refusal,
             "q": query,
             "status": status,
             "sort": sort,
             "statuses": Submission.Status.choices,
         },
-        status=400 if form.errors else 200,
     )
 
 
@@ -90,13 +90,26 @@ def assignment_new(request: HttpRequest) -> HttpResponse:
     return render(request, "reviewer/assignment_new.html", {"form": form, "presets": PRESETS})
 
 
+# Where a refused upload's reason waits for the page the refusal redirects to.
+_REFUSAL_KEY = "upload_refusal"
+# What of a refused upload's form is shown again: never the file, never the token.
+_KEPT_FIELDS = ("candidate", "repository_url", "ref", "stub_url")
+
+
 def handle_upload(
     request: HttpRequest, assignment: Assignment
-) -> tuple[UploadForm, HttpResponse | None]:
-    """The upload form of an assignment page: a redirect to the new submission, or the form."""
-    form = UploadForm(request.POST or None, request.FILES or None)
-    if request.method != "POST" or not form.is_valid():
-        return _without_credentials(form), None
+) -> tuple[UploadForm, dict | None, HttpResponse | None]:
+    """The upload form of an assignment page: a redirect to the new submission; after a
+    refusal, a redirect back to this page (post/redirect/get: a reload does not send the
+    file again), where the form shows the reason at its top and what was typed."""
+    if request.method != "POST":
+        refusal = request.session.pop(_REFUSAL_KEY, None)
+        if refusal is None:
+            return UploadForm(), None, None
+        return UploadForm(initial=refusal["data"]), refusal, None
+    form = UploadForm(request.POST, request.FILES or None)
+    if not form.is_valid():
+        return form, None, _refused(request, assignment, form)
     candidate, _ = Candidate.objects.get_or_create(name=form.cleaned_data["candidate"])
     upload = form.cleaned_data["archive"]
     field = "archive" if upload else "repository_url"
@@ -122,29 +135,43 @@ def handle_upload(
             )
     except UploadRejected as exc:
         form.add_error(field, str(exc))
-        return _without_credentials(form), None
+        return form, None, _refused(request, assignment, form)
     submission = result.submission
     if request.user.pk is not None:  # signed in (login_required)
         submission.reviewers.add(request.user.pk)
     if result.reason:
         what = "archive" if upload else "repository"
         form.add_error(field, f"The {what} was rejected: {result.reason}")
-        return _without_credentials(form), None
+        return form, None, _refused(request, assignment, form)
     if not result.created:
         messages.info(request, "This hand-in was already uploaded for this candidate.")
-    return form, redirect(submission)
+    return form, None, redirect(submission)
 
 
-def _without_credentials(form: UploadForm) -> UploadForm:
-    """The form as shown again: a repository URL without the user and password it held
-    (the token field is never shown again: a password input does not render its value)."""
-    url = form.data.get("repository_url") if form.is_bound else None
-    if url:
-        try:
-            bare = split_credentials(url)[0]
-        except ValueError:  # not a URL at all: nothing of it is shown again
-            bare = ""
-        data = dict(form.data.items())
-        data["repository_url"] = bare
-        form.data = data
-    return form
+def _refused(request: HttpRequest, assignment: Assignment, form: UploadForm) -> HttpResponse:
+    """Keep the refusal's reasons (each under its field's label) and what was typed, without
+    credentials, in the session; then back to the form, by GET."""
+    data = {name: str(form.data.get(name, "")) for name in _KEPT_FIELDS}
+    data["repository_url"] = _without_credentials(data["repository_url"])
+    errors = [
+        {
+            "field": name,
+            "label": form[name].label if name in form.fields else "",
+            "messages": [str(m) for m in messages_],
+        }
+        for name, messages_ in form.errors.items()
+    ]
+    fields = {e["field"]: True for e in errors if e["label"]}
+    request.session[_REFUSAL_KEY] = {"data": data, "errors": errors, "fields": fields}
+    return redirect(f"{assignment.get_absolute_url()}#upload-form")
+
+
+def _without_credentials(url: str) -> str:
+    """A repository URL as shown again: without the user and password it held (the token
+    field is never shown again)."""
+    if not url:
+        return ""
+    try:
+        return split_credentials(url)[0]
+    except ValueError:  # not a URL at all: nothing of it is shown again
+        return ""

@@ -174,7 +174,8 @@ def test_the_evidence_and_notes_behind_each_score_unfold_escaped(
     assert "<script>alert(1)</script>" not in body and "&lt;script&gt;alert(1)" in body
     assert "<img src=x" not in body
     assert "replay passed twice &lt;img src=x onerror=alert(2)&gt;" in body
-    details = body[body.index("<details>") : body.index("</details>")]
+    start = body.index("<details>")
+    details = body[start : body.index("</details>", start)]
     assert "Note: retries **hide** a 500" in details and "general, not a row" not in details
     # and on hover, the row's cell names each reviewer's score and evidence line
     assert (

@@ -70,3 +70,45 @@ def test_the_demo_has_earlier_reviews_for_the_lead_and_nothing_scored_for_its_lo
     client.force_login(User.objects.get(username="lead"))
     page = client.get(reverse("comparison", args=["cassette-triage"])).content.decode()
     assert "ana.k" in page and "26.7–75.0" in page
+
+
+def test_the_demo_offers_no_way_in(client, db, settings) -> None:
+    """No login page and no Django admin (its own login first) in the public demo: not
+    linked, and not there when asked for; with the demo off, both are back."""
+    from django.contrib.auth.models import User
+
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        call_command("seed_demo")
+    settings.DEMO_MODE = True
+    for url in ("/login/", "/admin/", "/admin/login/", "/admin/auth/user/"):
+        response = client.get(url)
+        assert response.status_code == 404, url
+        assert b"Not found" in response.content
+    assert client.post("/login/", {"username": "lead", "password": "x"}).status_code == 404
+    for page in ("/", "/formats/", "/no-such-page/"):
+        html = client.get(page).content.decode()
+        assert 'href="/login/' not in html and 'href="/admin/' not in html, page
+    settings.DEMO_MODE = False
+    assert client.get("/login/").status_code == 200
+    User.objects.create_superuser("root", password="pw-root-2026")
+    assert client.get("/admin/login/").status_code == 200
+
+
+def test_the_demo_speaks_to_a_visitor_not_a_reviewer(client, db, settings) -> None:
+    """Where a reviewer would score, the demo shows the earlier reviewers' submitted scores;
+    no count of what is left to score, no next step for a reviewer."""
+    from reviewer.models import Review
+    from submissions.models import Submission
+
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        call_command("seed_demo")
+    settings.DEMO_MODE = True
+    flawed = Submission.objects.get(candidate__name="Tomasz Wielgosz")
+    html = client.get(flawed.get_absolute_url()).content.decode()
+    assert "left to score" not in html and "Next:</strong>" not in html
+    assert "Score <strong>—</strong>" not in html
+    rubric = html[html.index('id="rubric"') :]
+    for review in Review.objects.filter(submission=flawed, state="submitted"):
+        for score in review.scores.all():
+            line = f"{review.reviewer.username}: <strong>{score.value}</strong>"
+            assert line in rubric

@@ -86,13 +86,27 @@ def test_upload_creates_submission_and_redirects(client, reviewer, assignment) -
     assert reviewer in s.reviewers.all()
 
 
+def _refusal(html: str) -> str:
+    """The refusal said at the top of the upload form."""
+    form = html[html.index('id="upload-form"') :]
+    assert form.index('role="alert"') < form.index('name="archive"')  # before the file field
+    return form[form.index('role="alert"') : form.index("</div>")]
+
+
 def test_upload_form_shows_the_rejection_reason(client, reviewer, assignment) -> None:
     client.force_login(reviewer)
     archive = SimpleUploadedFile("evil.zip", make_zip({"../x": "y"}, root=None))
-    response = client.post(assignment.get_absolute_url(), {"candidate": "Eve", "archive": archive})
-    assert response.status_code == 400
-    assert b"The archive was rejected" in response.content
-    assert b"../x" in response.content
+    url = assignment.get_absolute_url()
+    response = client.post(url, {"candidate": "Eve", "archive": archive})
+    # Post/redirect/get: a reload of the page the refusal lands on sends no file again.
+    assert response.status_code == 302 and response.url == f"{url}#upload-form"
+    page = client.get(url).content.decode()
+    said = _refusal(page)
+    assert "Not accepted" in said and "The archive was rejected" in said and "../x" in said
+    assert "<strong>Archive or git bundle:</strong>" in said
+    assert 'value="Eve"' in page  # what was typed is kept; the file cannot be
+    # Said once: the next view of the page is a clean form.
+    assert "Not accepted" not in client.get(url).content.decode()
 
 
 def test_upload_form_shows_field_errors(client, reviewer, assignment) -> None:
@@ -100,19 +114,36 @@ def test_upload_form_shows_field_errors(client, reviewer, assignment) -> None:
     response = client.post(
         assignment.get_absolute_url(),
         {"candidate": "", "stub_url": "not a url"},
+        follow=True,
     )
-    assert response.status_code == 400
-    assert b"This field is required" in response.content
-    assert b"Enter a valid URL" in response.content
+    assert response.redirect_chain and response.request["REQUEST_METHOD"] == "GET"
+    said = _refusal(response.content.decode())
+    assert "<strong>Candidate:</strong> This field is required" in said
+    assert "<strong>Stub URL:</strong> Enter a valid URL" in said
     assert not Submission.objects.exists()
 
 
 def test_upload_refuses_empty_file(client, reviewer, assignment) -> None:
     client.force_login(reviewer)
     archive = SimpleUploadedFile("empty.zip", b"")
-    response = client.post(assignment.get_absolute_url(), {"candidate": "E", "archive": archive})
-    assert response.status_code == 400
-    assert b"empty" in response.content
+    response = client.post(
+        assignment.get_absolute_url(), {"candidate": "E", "archive": archive}, follow=True
+    )
+    assert "empty" in _refusal(response.content.decode())
+
+
+def test_forms_name_their_fields_properly_not_as_django_derives_them(
+    client, reviewer, assignment
+) -> None:
+    client.force_login(reviewer)
+    upload = client.get(assignment.get_absolute_url()).content.decode()
+    new = client.get(reverse("assignment_new")).content.decode()
+    client.logout()
+    login = client.get(reverse("login")).content.decode()
+    assert ">Stub URL <span" in upload and ">Replay command <span" in new
+    assert '<label for="id_username">Username</label>' in login
+    for html in (upload, new, login):
+        assert "Stub url" not in html and ":</label>" not in html
 
 
 def test_job_panel_polls_while_running_then_stops(client, reviewer, assignment, candidate) -> None:
@@ -423,25 +454,6 @@ def test_when_the_jobs_end_the_poll_brings_the_sections_they_changed(
     assert body.count('id="verdict"') == 1 and "<html" not in body
 
 
-def test_home_counts_every_submission_a_reviewer_may_see(client, reviewer, assignment) -> None:
-    """Three submissions of two candidates in one assignment read 2 candidates and 3
-    submissions, as the database holds them (the default ordering once split the count)."""
-    import re as _re
-
-    from submissions.models import Candidate
-
-    ada, bo = Candidate.objects.create(name="Ada"), Candidate.objects.create(name="Bo")
-    for candidate, text in [(ada, "one"), (ada, "two"), (bo, "three")]:
-        _submission_for(reviewer, assignment, candidate, make_zip({"README.md": text}))
-    visible = Submission.objects.visible_to(reviewer).filter(assignment=assignment)
-    assert visible.count() == 3
-    client.force_login(reviewer)
-    html = client.get(reverse("home")).content.decode()
-    row = next(r for r in html.split("<tr>") if assignment.slug in r)
-    cells = _re.findall(r"<td>(\d+)</td>", row)
-    assert cells == ["2", "3", str(visible.filter(status__in=["received", "processing"]).count())]
-
-
 def test_code_locations_in_a_summary_link_to_the_line(client, reviewer, assignment) -> None:
     """'from triager/llm.py:24' opens the hand-in's file at line 24; a location the hand-in
     does not hold stays text, and the rest of the summary stays escaped."""
@@ -463,3 +475,18 @@ def test_code_locations_in_a_summary_link_to_the_line(client, reviewer, assignme
     assert f'<a href="{url}?path=triager/llm.py&amp;line=24#L24">triager/llm.py:24</a>' in page
     assert "gone.py:3 &lt;script&gt;" in page and "<script>x" not in page
     assert client.get(f"{url}?path=triager/llm.py&line=24").status_code == 200
+
+
+def test_the_verdict_comes_before_the_folded_metadata_card(
+    client, reviewer, assignment, candidate
+) -> None:
+    """What the checks found is read first; the archive's sha256, source and stub URL are
+    one click away, folded on every screen."""
+    s = _submission_for(reviewer, assignment, candidate)
+    client.force_login(reviewer)
+    html = client.get(s.get_absolute_url()).content.decode()
+    verdict, header = html.index('id="verdict"'), html.index('id="submission-header"')
+    assert verdict < header
+    card = html[header : html.index("</details>", header)]
+    assert '<details class="card meta">' in card  # closed: no `open`
+    assert s.archive_sha256 in card and "Stub URL" in card

@@ -90,7 +90,8 @@ def test_scratch_space_is_cleaned_after_each_upload(
 ) -> None:
     _create(assignment, candidate, small_zip)
     _create(assignment, candidate, make_zip({"a/../../b": "x"}, root=None))
-    kept = {"submissions", "rerecords"}  # unpacked trees (other tests' too), not scratch
+    # Unpacked trees and the jobs' tree locks (other tests' too), not scratch.
+    kept = {"submissions", "rerecords", "locks"}
     leftovers = [p.name for p in Path(settings.WORK_DIR).iterdir() if p.name not in kept]
     assert leftovers == []
 
