@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from reviewer.cohort.decisions import cohorts_needing_decision
 from reviewer.ops.demo import demo_start_here
 from reviewer.ops.health import queue_health
 from reviewer.review.worklist import assignment_queues
@@ -22,6 +23,9 @@ def home(request: HttpRequest) -> HttpResponse:
     # Whose home it is (a hiring lead's or a reviewer's) the template reads from the
     # role every page has (`is_hiring_lead`, reviewer/context.py).
     context: dict[str, object] = {"queues": assignment_queues(request.user)}
+    if not settings.DEMO_MODE:
+        # The lead's cohorts: flagged, ready to decide, still in review (empty for others).
+        context["decisions"] = cohorts_needing_decision(request.user)
     if settings.DEMO_MODE:
         context["start_here"] = demo_start_here()
     else:

@@ -96,16 +96,16 @@ def test_the_leads_home_shows_each_cohort_and_how_far_its_reviews_are(
     html = client.get(reverse("home")).content.decode()
     assert "<h1>Cohorts</h1>" in html and "My queue" not in html
     cells = _cells(html, assignment.slug)
-    reviewed = Submission.objects.filter(assignment=assignment, reviews__state="submitted")
     assert cells["Hand-ins"] == "3"
-    assert cells["Reviewed"].strip() == str(reviewed.distinct().count()) == "1"
-    assert cells["Not yet reviewed"] == "2"
+    # Ada's review is in (ready), Bo's is a draft and Cy has none (in review).
+    assert (cells["Flagged"], cells["Ready to decide"], cells["In review"]) == ("0", "1", "2")
     assert reverse("comparison", args=[assignment.slug]) in cells["Decide"]
-    # Every hand-in reviewed: the cohort says it is ready for a decision.
-    _review(b, lead, Review.State.SUBMITTED)
-    _review(c, lead, Review.State.SUBMITTED)
+    assert reverse("similarity", args=[assignment.slug]) in cells["Decide"]
+    # Every hand-in reviewed: the cohort needs a decision.
+    Review.objects.filter(submission=b).update(state=Review.State.SUBMITTED)
+    _review(c, reviewer, Review.State.SUBMITTED)
     cells = _cells(client.get(reverse("home")).content.decode(), assignment.slug)
-    assert "ready to decide" in cells["Reviewed"]
+    assert (cells["Ready to decide"], cells["In review"]) == ("3", "0")
 
 
 def test_the_demo_home_is_a_tour_without_queue_counts_or_ops_badges(client, db, settings) -> None:
