@@ -163,7 +163,9 @@ def assignment_rows(
     for s in submissions:
         mine = [r for r in reviews[s.pk] if r[1] == me]
         submitted = any(state == Review.State.SUBMITTED for _, _, state in mine)
-        visible = reviews[s.pk] if blind_lifted(user, own_submitted=submitted) else mine
+        draft = any(state == Review.State.DRAFT for _, _, state in mine)
+        lifted = blind_lifted(user, own_submitted=submitted, own_draft=draft)
+        visible = reviews[s.pk] if lifted else mine
         totals = [
             t
             for rid, _, _ in visible

@@ -96,3 +96,28 @@ def test_the_report_json_holds_the_recommendation_and_the_contradictions(scored)
         row.title: {"value": 3, "checks": [failing], "failed": True}
     }
     assert reviews["bob"]["contradicts_checks"] == {}
+
+
+@pytest.mark.django_db
+def test_a_lead_scoring_a_hand_in_sees_only_their_own_score_on_the_assignment_page(
+    reviewer, lead, assignment, candidate
+) -> None:
+    from reviewer.cohort.comparison import assignment_rows
+    from reviewer.review.rubrics import rubric_for
+    from submissions.models import Submission
+
+    submission = Submission.objects.create(
+        candidate=candidate, assignment=assignment, archive="a.zip", archive_sha256="1" * 64
+    )
+    rubric = rubric_for(assignment)
+    rows = list(rubric.rows.all())
+    for who, state, value in ((reviewer, "submitted", 3), (lead, "draft", 0)):
+        review = Review.objects.create(
+            submission=submission, reviewer=who, rubric=rubric, state=state
+        )
+        Score.objects.bulk_create(Score(review=review, row=r, value=value) for r in rows)
+    [row] = assignment_rows(lead, assignment, [submission])
+    assert row["score"] == 0.0  # the lead's own draft alone: the reviewer's 3s stay hidden
+    Review.objects.filter(reviewer=lead).delete()
+    [row] = assignment_rows(lead, assignment, [submission])
+    assert row["score"] == 100.0  # a lead who is not scoring sees the reviews
