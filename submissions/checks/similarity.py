@@ -17,7 +17,8 @@ file of another candidate's hand-in, naming the top file pairs and their share; 
 
 Incremental: one indexed query on the hashes finds the cohort's rows holding this hand-in's
 fingerprints (not all pairs again); the hand-ins sharing enough of them to cross the
-threshold from their side, and those an earlier outcome named, are judged again. Blind as
+threshold from their side (`_crossing`), and those an earlier outcome named, are judged
+again. Blind as
 `cohort.recordings_unique`: the other side is a submission id and a path (`OTHER`).
 """
 
@@ -39,6 +40,9 @@ THRESHOLD = 0.5  # share of a file's counted fingerprints found in one other fil
 MIN_FINGERPRINTS = 20  # a smaller file says too little to compare
 SHARED_SHARE = 0.5  # held by more than this share of the hand-ins: starter code
 SHARED_MIN = 3  # ... and by at least this many of them
+# Of another hand-in's file, how much may be starter or cohort-shared code when deciding
+# whether this hand-in could cross the threshold from that side (`_crossing`).
+SHARED_SLACK = 0.5
 TOP_PAIRS = 10
 # Matching rows read per judgment: bounded whatever the cohort shares.
 MAX_MATCHES = 200_000
@@ -91,12 +95,41 @@ def _judge(submission: Submission) -> tuple[CheckOutcome, set[int]]:
         for path in by_hash.get(value, ()):
             common[(path, other, other_path)] += 1
     dropped = shared.intersection(v for _, v in own)
-    return _outcome(len({p for p, _ in own}), sizes, common, dropped)
+    outcome = _outcome(len({p for p, _ in own}), sizes, common, dropped)
+    named = {item[OTHER]["submission"] for item in outcome.evidence}
+    return outcome, _crossing(common) | named
+
+
+def _crossing(common: Counter[Pair]) -> set[int]:
+    """The hand-ins whose outcome this one may change: those where some file could have
+    more than `THRESHOLD` of its counted fingerprints in common with this hand-in. Their
+    counted sizes are not stored, so the test is against the file's stored fingerprints
+    with room for up to `SHARED_SLACK` of them to be starter or cohort-shared code: a
+    common idiom shared with half the cohort does not judge half the cohort again."""
+    near = {pair: n for pair, n in common.items() if n > MIN_FINGERPRINTS * THRESHOLD}
+    if not near:
+        return set()
+    others = {other for _, other, _ in near}
+    paths = {other_path for _, _, other_path in near}
+    totals = {
+        (sub, path): n
+        for sub, path, n in SourceFingerprint.objects.filter(
+            submission_id__in=others, path__in=paths
+        )
+        .values_list("submission_id", "path")
+        .annotate(n=Count("pk"))
+        .values_list("submission_id", "path", "n")
+    }
+    return {
+        other
+        for (_, other, other_path), n in near.items()
+        if n > THRESHOLD * (1 - SHARED_SLACK) * totals.get((other, other_path), 0)
+    }
 
 
 def _outcome(
     files: int, sizes: Counter[str], common: Counter[Pair], shared: set[int]
-) -> tuple[CheckOutcome, set[int]]:
+) -> CheckOutcome:
     similar = sorted(
         (
             (n / sizes[pair[0]], n, pair)
@@ -105,8 +138,6 @@ def _outcome(
         ),
         key=lambda item: (-item[0], -item[1], item[2]),
     )
-    # Enough in common to cross the threshold from the other side: judged again.
-    again = {pair[1] for pair, n in common.items() if n > MIN_FINGERPRINTS * THRESHOLD}
     starter = (
         f"; {counted(len(shared), 'fingerprint')} of the brief's starter code or shared by most "
         "of the cohort not counted"
@@ -117,7 +148,7 @@ def _outcome(
             f"{THRESHOLD:.0%} of its fingerprints in another candidate's file"
             f"{starter if shared else ''}"
         )
-        return CheckOutcome(CODE_SIMILARITY, "pass", summary), again
+        return CheckOutcome(CODE_SIMILARITY, "pass", summary)
     evidence = [_item(share, n, *pair) for share, n, pair in similar[:TOP_PAIRS]]
     paths = {pair[0] for _, _, pair in similar}
     others = {pair[1] for _, _, pair in similar}
@@ -128,7 +159,7 @@ def _outcome(
         "read, not proof of copying"
         f"{starter if shared else ''}"
     )
-    return CheckOutcome(CODE_SIMILARITY, "warn", summary, evidence), again | others
+    return CheckOutcome(CODE_SIMILARITY, "warn", summary, evidence)
 
 
 def _item(share: float, n: int, path: str, other: int, other_path: str) -> dict[str, Any]:

@@ -120,3 +120,12 @@ def test_an_empty_cohort_says_so(client, lead, assignment) -> None:
     client.force_login(lead)
     response = client.get(reverse("similarity", args=[assignment.slug]))
     assert b"No two hand-ins of this assignment share" in response.content
+
+
+def test_the_comparison_links_each_flagged_candidate_to_its_pairs(client, lead, cohort) -> None:
+    client.force_login(lead)
+    html = client.get(reverse("comparison", args=["cohort"])).content.decode()
+    base = reverse("similarity", args=["cohort"])
+    for name in ("ada", "bo", "cy"):
+        assert f'{base}?candidate={cohort[name].pk}"' in html
+    assert f'{base}?candidate={cohort["di"].pk}"' not in html  # Di shares nothing

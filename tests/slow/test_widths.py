@@ -15,6 +15,7 @@ from urllib.parse import quote
 import pytest
 from django.core.management import call_command
 
+from reviewer.cohort.similarity import similar_pairs
 from submissions.jobs import queue
 from submissions.jobs.inline import jobs_run_inline
 from submissions.models import Assignment, Submission
@@ -74,6 +75,11 @@ def _pages(submissions: list[Submission], *, lead: bool) -> list[str]:
             f"/assignments/{slug}/compare/",
             f"/assignments/{slug}/calibration/",
             f"/assignments/{slug}/report.html",
+            f"/assignments/{slug}/similarity/",
+        ]
+        # The similarity page with its first pair's matching spans opened.
+        urls += [
+            f"/assignments/{slug}/similarity/?pair={p.key}" for p in similar_pairs(assignment)[:1]
         ]
         if len(pair) == 2:
             urls.append(f"/assignments/{slug}/compare/pair/?a={pair[0]}&b={pair[1]}")

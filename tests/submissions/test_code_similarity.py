@@ -295,3 +295,24 @@ def test_each_fingerprint_keeps_the_lines_it_was_found_on() -> None:
     }
     assert rows == set(sources.text_fingerprints("store.py", ADA))
     assert all(1 <= line <= end <= len(ADA.splitlines()) for _, line, end in rows)
+
+
+@pytest.mark.django_db
+def test_a_new_hand_in_judges_again_only_those_it_could_flag(assignment, candidate) -> None:
+    # Bo's file holds 100 fingerprints. Sharing 15 of them (a common idiom) cannot put Bo
+    # over the threshold whatever part of his file is starter code: he is not judged again.
+    # Sharing 30 could (if up to half of his file were starter or cohort-shared code).
+    from collections import Counter
+
+    from submissions.checks.similarity import _crossing
+    from submissions.models import Submission
+
+    bo = Submission.objects.create(
+        candidate=candidate, assignment=assignment, archive="b.zip", archive_sha256="2" * 64
+    )
+    SourceFingerprint.objects.bulk_create(
+        SourceFingerprint(submission=bo, path="bo.py", hash=h) for h in range(100)
+    )
+    assert _crossing(Counter({("mine.py", bo.pk, "bo.py"): 15})) == set()
+    assert _crossing(Counter({("mine.py", bo.pk, "bo.py"): 30})) == {bo.pk}
+    assert _crossing(Counter()) == set()
