@@ -423,7 +423,7 @@ def review_submit_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 
 # Bump when the evidence partials change, so no cached HTML of the old layout is served.
-_EVIDENCE_LAYOUT = 7
+_EVIDENCE_LAYOUT = 8
 
 
 _EVIDENCE_TTL = 3600
@@ -476,6 +476,8 @@ def evidence_html(request: HttpRequest, context: dict[str, Any]) -> dict[str, st
             sorted((n.pk, n.updated) for n in pins),
             # Which submission this is, even if a deleted one's id is given again.
             (submission.archive_sha256, submission.created),
+            # The assignment's rules decide which sections show (its shape, its overrides).
+            (submission.assignment.shape, submission.assignment.updated),
             [(j.pk, j.state, j.attempts, j.finished_at) for j in jobs],
             # Another hand-in's analysis rewrites the cohort check; whom this user may see.
             (cohort.updated, sorted(cohort.visible)),
