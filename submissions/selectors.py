@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -107,16 +108,27 @@ def submission_context(
 
 
 def jobs_context(submission: Submission) -> dict[str, object]:
-    """The submission and its jobs: what the job panel shows."""
+    """The submission and its jobs: what the job panel shows.
+
+    `jobs_seen` names the jobs' states as the page shows them: the panel's poll sends it
+    back, and a poll that finds it changed (a job started or ended) brings the sections
+    the jobs write along, so the page turns true as each job ends, not only the last.
+    """
     jobs = list(submission.jobs.all())
+    states = ",".join(f"{job.pk}:{job.state}:{job.attempts}" for job in jobs)
     return {
         "submission": submission,
         "jobs": jobs,
+        "jobs_seen": hashlib.sha256(states.encode()).hexdigest()[:16],
         "jobs_active": any(not job.is_final for job in jobs),
         "queue_unreachable": any(
             job.enqueue_error and job.state == Job.State.QUEUED for job in jobs
         ),
     }
+
+
+# Jobs of a submission that write no check (the checks section does not wait for them).
+_WRITE_NO_CHECKS = frozenset({Job.Kind.RERECORD, Job.Kind.SELFTEST})
 
 
 def evidence_context(
@@ -148,7 +160,14 @@ def evidence_context(
     # The trace checks apply to a cassette task too (it may hand in a trace); its sections
     # are for an assignment that names trace files.
     traced = bool(assignment.trace_globs)
+    pending = [job for job in jobs if not job.is_final]
+    pending_kinds = {job.kind for job in pending}
     return {
+        # Jobs still to end, by kind: each section says which of them its results wait for.
+        "jobs_pending": {job.kind: job for job in pending},
+        "checks_pending": [job for job in pending if job.kind not in _WRITE_NO_CHECKS],
+        # Checks written by an earlier run of a job that runs again: shown, marked as such.
+        "rerun_job_ids": {j.pk for j in jobs if j.is_final and j.kind in pending_kinds},
         "stale_warnings": stale_warnings(submission, checks),
         "probe_check": probe_check,
         "probe_transcript": transcript,

@@ -186,14 +186,19 @@ def submission_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     context["rerun_kinds"] = list(RERUN_KINDS)
     if request.htmx and request.GET.get("panel") == "jobs":
         response = render(request, "reviewer/submission.html#job-panel", context)
-        if not context["jobs_active"]:
-            # The jobs have ended: what they changed comes along out of band, so the page
-            # turns true without a reload; 286 tells htmx to stop polling.
-            checks = _sections(request, submission, context)
-            context["oob"] = True
-            live = render_to_string("reviewer/submission.html#live-sections", context, request)
-            return HttpResponseStopPolling(response.content + live.encode())
-        return response
+        ended = not context["jobs_active"]
+        # The page sends the job states it shows; another state (a job started or ended:
+        # analysis done while the replay runs) brings what the jobs wrote so far.
+        moved = request.GET.get("seen", context["jobs_seen"]) != context["jobs_seen"]
+        if not ended and not moved:
+            return response
+        # What the jobs changed comes along out of band, so the page turns true without a
+        # reload; once they have all ended, 286 tells htmx to stop polling.
+        _sections(request, submission, context)
+        context["oob"] = True
+        live = render_to_string("reviewer/submission.html#live-sections", context, request)
+        content = response.content + live.encode()
+        return HttpResponseStopPolling(content) if ended else HttpResponse(content)
     checks = _sections(request, submission, context)
     context["queue"] = queue_for(request.user, submission)
     context["queue_down"] = queue_down(request.user)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from unittest import mock
 
 import pytest
@@ -172,3 +173,86 @@ def test_an_unanswered_probe_request_says_why(client, reviewer) -> None:
     checks_store(s, None, service_checks(report))
     section = _page(client, reviewer, s).split('id="probe-transcript"')[1]
     assert '<span class="status status-error">no answer</span> timed out after 10.0 s' in section
+
+
+def _poll(client, submission: Submission, seen: str):
+    return client.get(
+        submission.get_absolute_url(), {"panel": "jobs", "seen": seen}, HTTP_HX_REQUEST="true"
+    )
+
+
+def _seen(html: str) -> str:
+    return re.search(r"\?panel=jobs&amp;seen=([0-9a-f]+)", html).group(1)
+
+
+def test_static_checks_and_recordings_show_while_the_replay_runs(
+    client, reviewer, small_zip
+) -> None:
+    """Analysis ends in a second, the replay in ten: the page does not wait for the last."""
+    from submissions.jobs.engine import job_execute
+
+    values = assignment_values({"slug": "live", "title": "Live", "replay_command": "make test"})
+    s = submission_create(
+        upload=io.BytesIO(small_zip),
+        filename="r.zip",
+        candidate=Candidate.objects.create(name="Ada"),
+        assignment=assignment_apply(values=values)[0],
+        uploaded_by=reviewer,
+    ).submission
+    client.force_login(reviewer)
+    before = client.get(s.get_absolute_url()).content.decode()
+    assert "No checks have run yet." in before and "Recordings <small>0</small>" in before
+    seen = _seen(before)
+    assert b"evidence-top" not in _poll(client, s, seen).content  # nothing moved yet
+
+    for kind in (Job.Kind.INTAKE, Job.Kind.ANALYSIS):  # the analysis queues the replay
+        job_execute(job_id=s.jobs.get(kind=kind).pk)
+    s.jobs.filter(kind=Job.Kind.REPLAY).update(state=Job.State.RUNNING)
+    static = set(s.checks.values_list("check_id", flat=True))
+    assert static and not static & {"replay.offline_pass", "replay.byte_identical"}
+
+    # The poll after the analysis ended brings the sections out of band, and goes on.
+    poll = _poll(client, s, seen)
+    assert poll.status_code == 200
+    body = poll.content.decode()
+    assert re.search(r'id="evidence-top"[^>]*hx-swap-oob="true"', body)
+    assert re.search(r'id="submission-header"[^>]*hx-swap-oob="true"', body)
+    for cid in static:
+        assert f'id="check-{cid}"' in body, cid
+    assert "Recordings <small>1</small>" in body and "0123456789abcdef" in body
+    assert "Sandboxed replay still running</span>: the checks it writes come" in body
+    assert "No checks have run yet." not in body and 'hx-trigger="every 2s"' in body
+    # The next poll, sent with the states it now shows, carries the panel alone.
+    again = _poll(client, s, _seen(body))
+    assert again.status_code == 200 and b"evidence-top" not in again.content
+
+    # A reload shows the same: what the analysis wrote, from the database.
+    page = client.get(s.get_absolute_url()).content.decode()
+    assert "Recordings <small>1</small>" in page and "Sandboxed replay still running" in page
+    assert all(f'id="check-{cid}"' in page for cid in static)
+
+    # The replay ends: its checks arrive and polling stops.
+    replay = s.jobs.get(kind=Job.Kind.REPLAY)
+    CheckResult.objects.create(
+        submission=s, check_id="replay.offline_pass", status="pass", summary="exit 0", job=replay
+    )
+    s.jobs.filter(pk=replay.pk).update(state=Job.State.PASSED)
+    done = _poll(client, s, _seen(body))
+    assert done.status_code == 286
+    assert 'id="check-replay.offline_pass"' in done.content.decode()
+    assert "still running" not in done.content.decode()
+
+
+def test_checks_of_a_job_that_runs_again_are_marked_as_the_previous_run(
+    client, reviewer, assignment
+) -> None:
+    s = _submission(reviewer, assignment)
+    old = s.jobs.get(kind=Job.Kind.INTAKE)
+    CheckResult.objects.create(
+        submission=s, check_id="cassettes.fresh", status="pass", summary="fresh", job=old
+    )
+    Job.objects.create(submission=s, kind=Job.Kind.INTAKE)  # queued again
+    page = _page(client, reviewer, s)
+    row = page[page.index('id="check-cassettes.fresh"') :]
+    assert "from the previous run" in row[: row.index("</tr>")]
+    assert "Intake queued</span>" in page
