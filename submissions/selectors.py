@@ -26,7 +26,7 @@ from cassettes_app.checks.catalog import (
 )
 from cassettes_app.checks.rules import shape_rules
 from submissions.checks.cohort import OTHER
-from submissions.checks.probe_exchanges import EVIDENCE_CHARS, PROBE_LINES
+from submissions.checks.probe_exchanges import EVIDENCE_CHARS, PROBE_LINES, Exchange
 from submissions.models import Assignment, CheckResult, Job, Recording, Submission
 
 _LIST_CAP = 200
@@ -216,6 +216,7 @@ def _shape_uses(assignment: Assignment) -> dict[str, bool]:
 # degrades_gracefully and schema_valid judge every request sent, caches only the repeats.
 _TRANSCRIPT_SOURCES = (DEGRADES_GRACEFULLY, SCHEMA_VALID, CACHES)
 _LINE_ORDER = {line.label: i for i, line in enumerate(PROBE_LINES)}
+_LINES = {line.label: line for line in PROBE_LINES}
 
 
 def probe_transcript(checks: list[CheckResult]) -> list[dict[str, Any]]:
@@ -258,8 +259,18 @@ def _exchange_shown(item: dict[str, Any], label: str, repeat: int) -> dict[str, 
         "status": status if isinstance(status, int) else None,
         "error": str(item.get("error") or "")[:EVIDENCE_CHARS],
         "response": str(item.get("response") or "")[:_SHOWN_CHARS],
-        "verdict": str(item.get("message") or "")[:EVIDENCE_CHARS],
+        "verdict": _verdict(str(item.get("message") or ""), label, repeat)[:EVIDENCE_CHARS],
     }
+
+
+def _verdict(message: str, label: str, repeat: int) -> str:
+    """The check's word on one request, without the line's name (the entry shows it)."""
+    line = _LINES.get(label)
+    if line is not None:
+        who = Exchange(index=0, line=line, repeat=repeat, request="").who + ": "
+        if message.startswith(who):
+            return message[len(who) :]
+    return message
 
 
 def _first_turns(submission: Submission, paths: set[str]) -> dict[str, str]:

@@ -158,7 +158,9 @@ def test_a_ticket_service_page_shows_what_the_service_answered(client, reviewer)
     assert '<span class="status status-warn">400</span>' in section
     assert "{&quot;error&quot;: &quot;empty &lt;line&gt;&quot;}" in section
     assert "<line>" not in section
-    assert "&quot;needs_human&quot;: true" in section and "degrades gracefully" in section
+    assert "&quot;needs_human&quot;: true" in section
+    # The probe's word on each request, without naming the line again.
+    assert '<p class="hint verdict-line">degrades gracefully</p>' in section
     # The 100 KB line's body is bounded as stored, never the whole line.
     assert len(section) < 60_000 and "more characters]" in section
 
@@ -256,3 +258,28 @@ def test_checks_of_a_job_that_runs_again_are_marked_as_the_previous_run(
     row = page[page.index('id="check-cassettes.fresh"') :]
     assert "from the previous run" in row[: row.index("</tr>")]
     assert "Intake queued</span>" in page
+
+
+@pytest.mark.sandbox
+def test_the_demo_flawed_ticket_service_page_shows_its_answers(client, lead) -> None:
+    """The real probe, in the sandbox: the page shows what the service answered."""
+    from reviewer.ops.demo import DEMO_DIR
+    from submissions.assignments import load_assignment_file
+    from tests.conftest import ingest_inline
+
+    values = load_assignment_file(DEMO_DIR / "assignments" / "ticket-service.yaml")
+    values["replay_command"] = ""
+    s, checks = ingest_inline(DEMO_DIR / "repos" / "ticket-service-flawed", values)
+    assert checks["service.starts"].status == "pass"
+    page = _page(client, lead, s)
+    section = page[page.index('id="probe-transcript"') :]
+    section = section[: section.index("</section>")]
+    sent = 2 * len(PROBE_LINES)
+    assert f"{sent} requests" in section
+    assert section.count('<code class="request-line">POST /extract</code>') == sent
+    assert 'status-fail">500</span>' in section  # it answers 500 without its model
+    assert "answered 500 with the model unavailable" in section
+    # The ledger's long evidence (a retry storm) is folded after five items.
+    n = len(checks["ledger.consistent"].evidence)
+    row = page[page.index('id="check-ledger.consistent"') :]
+    assert n > 5 and f"5 of {n} · show all" in row[: row.index("</tr>")]
