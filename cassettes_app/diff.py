@@ -31,7 +31,8 @@ class TurnDiff:
     left_segments: list[Segment] = field(default_factory=list)
     right_segments: list[Segment] = field(default_factory=list)
     tool_changes: list[str] = field(default_factory=list)
-    # Some JSON of this turn differs from the other side's only in its key order.
+    # Some JSON of this turn is written another way than the other side's (key order,
+    # spacing, 1.0 for 1) but equal as JSON.
     reordered: bool = False
 
 
@@ -39,14 +40,14 @@ class TurnDiff:
 class _Piece:
     """One line of a turn's readable text: `head` then `body` then `tail`.
 
-    `data` is the body parsed when it is a JSON object or array (a tool result, a call's
-    arguments, a JSON answer), else `_TEXT`: two such bodies are compared as JSON.
+    `value` is the structured value the body was written from (a call's arguments given
+    as an object), else None; see `_data`.
     """
 
     head: str
     body: str
     tail: str = ""
-    data: Any = None
+    value: Any = None
 
 
 _TEXT = object()  # a body that is not a JSON object or array: compared as text
@@ -56,8 +57,18 @@ def _piece(head: str, body: Any, tail: str = "") -> _Piece:
     if isinstance(body, dict | list):
         return _Piece(head, json_canonical(body), tail, body)
     text = body if isinstance(body, str) else ("" if body is None else str(body))
-    data = maybe_json(text) if text.lstrip()[:1] in ("{", "[") else None
-    return _Piece(head, text, tail, data if isinstance(data, dict | list) else _TEXT)
+    return _Piece(head, text, tail)
+
+
+def _data(piece: _Piece) -> Any:
+    """The body as a JSON object or array (a tool result, arguments, a JSON answer), else
+    `_TEXT`. Parsed only where two bodies differ: equal texts need no parse."""
+    if piece.value is not None:
+        return piece.value
+    if piece.body.lstrip()[:1] not in ("{", "["):
+        return _TEXT
+    data = maybe_json(piece.body)
+    return data if isinstance(data, dict | list) else _TEXT
 
 
 def _pieces(turn: dict[str, Any] | None) -> list[_Piece]:
@@ -106,12 +117,15 @@ def _compared_texts(left: list[_Piece], right: list[_Piece]) -> tuple[str, str, 
     shown_right = [_line(p) for p in right]
     reordered = False
     for i, (a, b) in enumerate(zip(left, right, strict=False)):
-        if a.body == b.body or a.data is _TEXT or b.data is _TEXT:
+        if a.body == b.body:
             continue
-        if a.head == b.head and json_equal(a.data, b.data):
+        data_a, data_b = _data(a), _data(b)
+        if data_a is _TEXT or data_b is _TEXT:
+            continue
+        if a.head == b.head and json_equal(data_a, data_b):
             reordered = True
-        shown_left[i] = _line(a, json_canonical(a.data))
-        shown_right[i] = _line(b, json_canonical(b.data))
+        shown_left[i] = _line(a, json_canonical(data_a))
+        shown_right[i] = _line(b, json_canonical(data_b))
     return "\n".join(shown_left), "\n".join(shown_right), reordered
 
 

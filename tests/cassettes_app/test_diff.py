@@ -295,7 +295,23 @@ def test_the_diff_page_opens_on_a_diff_and_says_key_order_is_no_change(
     assert f'<option value="{subs[1].pk}" selected>' in page
     assert 'First diverging turn: <a href="#turn-1">turn 1</a>' in page
     assert "<del>bye</del>" in page and "<ins>goodbye</ins>" in page
-    assert "1 turn holds JSON in another key order" in page
-    assert "same JSON in another key order" in page
+    assert "1 turn holds JSON written another way" in page
+    assert "same JSON written another way (key order, spacing)" in page
     turn0 = page[page.index('id="turn-0"') : page.index('id="turn-1"')]
     assert "<del>" not in turn0 and "<ins>" not in turn0
+
+
+def test_arguments_as_an_object_or_as_json_text_are_the_same_call() -> None:
+    """One provider gives a call's arguments as an object, another as JSON text."""
+    rows, first = diff_turns(
+        [_turn("buy", "ok", [("create_order", {"sku": "A-1", "qty": 2})])],
+        [_turn("buy", "ok", [("create_order", '{"qty":2.0,"sku":"A-1"}')])],
+    )
+    assert first is None and rows[0].reordered and rows[0].tool_changes == []
+    changed, first = diff_turns(
+        [_turn("buy", "ok", [("create_order", {"sku": "A-1", "qty": 2})])],
+        [_turn("buy", "ok", [("create_order", '{"qty":"2","sku":"A-1"}')])],
+    )
+    assert first == 0 and changed[0].tool_changes == [
+        'create_order: arguments {"qty": 2, "sku": "A-1"} → {"qty": "2", "sku": "A-1"}'
+    ]
