@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import difflib
 import html
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from cassettes_app.jsonvalues import json_canonical, json_equal, json_key, maybe_json
 
 _WORD = re.compile(r"\s+|[^\s]+")
 FOLD_AT = 2_000  # characters shown before "show all"
@@ -30,41 +31,112 @@ class TurnDiff:
     left_segments: list[Segment] = field(default_factory=list)
     right_segments: list[Segment] = field(default_factory=list)
     tool_changes: list[str] = field(default_factory=list)
+    # Some JSON of this turn is written another way than the other side's (key order,
+    # spacing, 1.0 for 1) but equal as JSON.
+    reordered: bool = False
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One line of a turn's readable text: `head` then `body` then `tail`.
+
+    `value` is the structured value the body was written from (a call's arguments given
+    as an object), else None; see `_data`.
+    """
+
+    head: str
+    body: str
+    tail: str = ""
+    value: Any = None
+
+
+_TEXT = object()  # a body that is not a JSON object or array: compared as text
+
+
+def _piece(head: str, body: Any, tail: str = "") -> _Piece:
+    if isinstance(body, dict | list):
+        return _Piece(head, json_canonical(body), tail, body)
+    text = body if isinstance(body, str) else ("" if body is None else str(body))
+    return _Piece(head, text, tail)
+
+
+def _data(piece: _Piece) -> Any:
+    """The body as a JSON object or array (a tool result, arguments, a JSON answer), else
+    `_TEXT`. Parsed only where two bodies differ: equal texts need no parse."""
+    if piece.value is not None:
+        return piece.value
+    if piece.body.lstrip()[:1] not in ("{", "["):
+        return _TEXT
+    data = maybe_json(piece.body)
+    return data if isinstance(data, dict | list) else _TEXT
+
+
+def _pieces(turn: dict[str, Any] | None) -> list[_Piece]:
+    """A turn as readable lines: what was new in the request, then the response."""
+    if not turn:
+        return []
+    out = []
+    for message in turn.get("new_messages") or []:
+        out.append(_piece(f"[{message.get('role', '?')}] ", message.get("text") or ""))
+        out += _call_pieces(message)
+        for result in message.get("tool_results") or []:
+            out.append(_piece("[tool result] ", result.get("content") or ""))
+    response = turn.get("response") or {}
+    if response:
+        out.append(_piece("[response] ", response.get("text") or ""))
+        out += _call_pieces(response)
+    return out
+
+
+def _call_pieces(message: dict[str, Any]) -> list[_Piece]:
+    """A message's tool calls as readable lines: name and arguments."""
+    return [
+        _piece(f"[tool call] {call.get('name')}(", call.get("arguments"), ")")
+        for call in message.get("tool_calls") or []
+    ]
+
+
+def _line(piece: _Piece, body: str | None = None) -> str:
+    return f"{piece.head}{piece.body if body is None else body}{piece.tail}"
 
 
 def turn_text(turn: dict[str, Any] | None) -> str:
     """The readable text of a turn: what was new in the request, then the response."""
-    if not turn:
-        return ""
-    parts = []
-    for message in turn.get("new_messages") or []:
-        parts.append(f"[{message.get('role', '?')}] {message.get('text') or ''}")
-        parts += _call_lines(message)
-        for result in message.get("tool_results") or []:
-            parts.append(f"[tool result] {result.get('content') or ''}")
-    response = turn.get("response") or {}
-    if response:
-        parts.append(f"[response] {response.get('text') or ''}")
-        parts += _call_lines(response)
-    return "\n".join(parts)
+    return "\n".join(_line(p) for p in _pieces(turn))
 
 
-def _call_lines(message: dict[str, Any]) -> list[str]:
-    """A message's tool calls as readable lines: name and arguments."""
-    lines = []
-    for call in message.get("tool_calls") or []:
-        args = call.get("arguments")
-        shown = args if isinstance(args, str) else json.dumps(args, sort_keys=True, default=str)
-        lines.append(f"[tool call] {call.get('name')}({shown})")
-    return lines
+def _compared_texts(left: list[_Piece], right: list[_Piece]) -> tuple[str, str, bool]:
+    """The two turns' texts as compared and shown, and whether some JSON differed only in
+    its key order.
+
+    Where both sides hold JSON at the same place and their texts differ, both are shown in
+    canonical form (sorted keys): equal JSON (`json_equal`: key order ignored, `1 == 1.0`,
+    `true != 1`) then reads the same, and a real change is marked alone.
+    """
+    shown_left = [_line(p) for p in left]
+    shown_right = [_line(p) for p in right]
+    reordered = False
+    for i, (a, b) in enumerate(zip(left, right, strict=False)):
+        if a.body == b.body:
+            continue
+        data_a, data_b = _data(a), _data(b)
+        if data_a is _TEXT or data_b is _TEXT:
+            continue
+        if a.head == b.head and json_equal(data_a, data_b):
+            reordered = True
+        shown_left[i] = _line(a, json_canonical(data_a))
+        shown_right[i] = _line(b, json_canonical(data_b))
+    return "\n".join(shown_left), "\n".join(shown_right), reordered
 
 
-def _tool_calls(turn: dict[str, Any] | None) -> list[tuple[str, str]]:
+def _tool_calls(turn: dict[str, Any] | None) -> list[tuple[str, str | None, str]]:
+    """(name, comparison key of the arguments as JSON, the arguments as shown) per call."""
     calls = []
     for message in [*((turn or {}).get("new_messages") or []), (turn or {}).get("response") or {}]:
         for call in message.get("tool_calls") or []:
-            args = call.get("arguments")
-            calls.append((str(call.get("name")), json.dumps(args, sort_keys=True, default=str)))
+            args = maybe_json(call.get("arguments"), keep_text=True)
+            shown = args if isinstance(args, str) else json_canonical(args)
+            calls.append((str(call.get("name")), json_key(args), shown))
     return calls
 
 
@@ -131,16 +203,22 @@ def _merge(segments: list[Segment]) -> list[Segment]:
 def diff_turns(
     left: list[dict[str, Any]], right: list[dict[str, Any]]
 ) -> tuple[list[TurnDiff], int | None]:
-    """Align two turn lists by position; return the rows and the first diverging turn index."""
+    """Align two turn lists by position; return the rows and the first diverging turn index.
+
+    JSON in a turn (tool results, arguments, JSON answers) is compared as JSON: keys in
+    another order are not a change (the row says so and shows both with sorted keys).
+    """
     rows = []
     first = None
     for index in range(max(len(left), len(right))):
         a = left[index] if index < len(left) else None
         b = right[index] if index < len(right) else None
-        text_a, text_b = turn_text(a), turn_text(b)
+        text_a, text_b, reordered = _compared_texts(_pieces(a), _pieces(b))
         calls_a, calls_b = _tool_calls(a), _tool_calls(b)
-        changed = a is None or b is None or text_a != text_b or calls_a != calls_b
-        row = TurnDiff(index, a, b, changed)
+        keys_a = [(name, key) for name, key, _ in calls_a]
+        keys_b = [(name, key) for name, key, _ in calls_b]
+        changed = a is None or b is None or text_a != text_b or keys_a != keys_b
+        row = TurnDiff(index, a, b, changed, reordered=reordered)
         if changed:
             if first is None:
                 first = index
@@ -152,21 +230,23 @@ def diff_turns(
     return rows, first
 
 
-def _describe_tool_changes(a: list[tuple[str, str]], b: list[tuple[str, str]]) -> list[str]:
+def _describe_tool_changes(
+    a: list[tuple[str, str | None, str]], b: list[tuple[str, str | None, str]]
+) -> list[str]:
     out = []
     for i in range(max(len(a), len(b))):
         x = a[i] if i < len(a) else None
         y = b[i] if i < len(b) else None
-        if x == y:
+        if x and y and x[:2] == y[:2]:
             continue
         if x and y and x[0] == y[0]:
-            out.append(f"{x[0]}: arguments {x[1]} → {y[1]}")
+            out.append(f"{x[0]}: arguments {x[2]} → {y[2]}")
         elif x and y:
-            out.append(f"tool {x[0]}({x[1]}) → {y[0]}({y[1]})")
+            out.append(f"tool {x[0]}({x[2]}) → {y[0]}({y[2]})")
         elif x:
-            out.append(f"only left calls {x[0]}({x[1]})")
+            out.append(f"only left calls {x[0]}({x[2]})")
         elif y:
-            out.append(f"only right calls {y[0]}({y[1]})")
+            out.append(f"only right calls {y[0]}({y[2]})")
     return out
 
 

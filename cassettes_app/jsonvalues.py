@@ -72,6 +72,16 @@ def json_key(value: Any) -> str | None:
         return None
 
 
+def json_canonical(value: Any) -> str:
+    """A readable canonical text of a JSON value (sorted keys, an integral float written as
+    its integer): equal for values `json_equal` calls equal, for showing two values side by
+    side so that only what differs shows as a change."""
+    try:
+        return json.dumps(_integral(value), sort_keys=True, ensure_ascii=False, default=str)
+    except (ValueError, TypeError, RecursionError):
+        return repr(value)
+
+
 def _integral(value: Any) -> Any:
     kind = type(value)
     if kind is float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -12,14 +13,20 @@ from django.db.models import Count, Q, QuerySet
 
 from cassettes_app.checks import counted
 from cassettes_app.checks.catalog import (
+    CACHES,
     CATALOG,
     CODE_SIMILARITY,
+    DEGRADES_GRACEFULLY,
     IDEMPOTENCY_ENFORCED,
     NO_SECRETS,
+    PROBE_CHECKS,
     RECORDINGS_UNIQUE,
+    SCHEMA_VALID,
+    STUB_HOPS_PRESENT,
 )
 from cassettes_app.checks.rules import shape_rules
 from submissions.checks.cohort import OTHER
+from submissions.checks.probe_exchanges import EVIDENCE_CHARS, PROBE_LINES, Exchange
 from submissions.models import Assignment, CheckResult, Job, Recording, Submission
 
 _LIST_CAP = 200
@@ -101,16 +108,27 @@ def submission_context(
 
 
 def jobs_context(submission: Submission) -> dict[str, object]:
-    """The submission and its jobs: what the job panel shows."""
+    """The submission and its jobs: what the job panel shows.
+
+    `jobs_seen` names the jobs' states as the page shows them: the panel's poll sends it
+    back, and a poll that finds it changed (a job started or ended) brings the sections
+    the jobs write along, so the page turns true as each job ends, not only the last.
+    """
     jobs = list(submission.jobs.all())
+    states = ",".join(f"{job.pk}:{job.state}:{job.attempts}" for job in jobs)
     return {
         "submission": submission,
         "jobs": jobs,
+        "jobs_seen": hashlib.sha256(states.encode()).hexdigest()[:16],
         "jobs_active": any(not job.is_final for job in jobs),
         "queue_unreachable": any(
             job.enqueue_error and job.state == Job.State.QUEUED for job in jobs
         ),
     }
+
+
+# Jobs of a submission that write no check (the checks section does not wait for them).
+_WRITE_NO_CHECKS = frozenset({Job.Kind.RERECORD, Job.Kind.SELFTEST})
 
 
 def evidence_context(
@@ -135,9 +153,29 @@ def evidence_context(
         submission.checks.all(), key=lambda c: (_CHECK_ORDER.get(c.status, 9), c.check_id)
     )
     cutoff = submission.created - timedelta(days=submission.assignment.stale_after_days)
+    probe_check = next((c for c in checks if c.check_id == IDEMPOTENCY_ENFORCED), None)
+    transcript = probe_transcript(checks)
+    assignment = submission.assignment
+    uses = _shape_uses(assignment)
+    # The trace checks apply to a cassette task too (it may hand in a trace); its sections
+    # are for an assignment that names trace files.
+    traced = bool(assignment.trace_globs)
+    pending = [job for job in jobs if not job.is_final]
+    pending_kinds = {job.kind for job in pending}
     return {
+        # Jobs still to end, by kind: each section says which of them its results wait for.
+        "jobs_pending": {job.kind: job for job in pending},
+        "checks_pending": [job for job in pending if job.kind not in _WRITE_NO_CHECKS],
+        # Checks written by an earlier run of a job that runs again: shown, marked as such.
+        "rerun_job_ids": {j.pk for j in jobs if j.is_final and j.kind in pending_kinds},
         "stale_warnings": stale_warnings(submission, checks),
-        "probe_check": next((c for c in checks if c.check_id == IDEMPOTENCY_ENFORCED), None),
+        "probe_check": probe_check,
+        "probe_transcript": transcript,
+        # A section shows when the assignment's shape uses it or it has something to show:
+        # no "Idempotency probe: not run" or "Trace hops 0" on a cassette hand-in.
+        "show_idempotency": (uses[IDEMPOTENCY_ENFORCED] and traced) or _has_probes(probe_check),
+        "show_trace": (uses[STUB_HOPS_PRESENT] and traced) or trace_rows.paginator.count > 0,
+        "show_transcript": uses[DEGRADES_GRACEFULLY] or bool(transcript),
         "secret_paths": _secret_paths(checks),
         "stale_cutoff": cutoff,
         "logs": [job for job in jobs if job.log],
@@ -158,6 +196,81 @@ def evidence_context(
         # The first turn each finding's file was rebuilt into (one query for the page).
         "finding_turns": _first_turns(submission, {f.path for f in found if f.path}),
     }
+
+
+def _has_probes(check: CheckResult | None) -> bool:
+    """Whether the idempotency check holds probes (a request sent, an answer) to show."""
+    evidence = check.evidence if check is not None and isinstance(check.evidence, list) else []
+    return any(isinstance(e, dict) and e.get("probe") for e in evidence)
+
+
+def _shape_uses(assignment: Assignment) -> dict[str, bool]:
+    """check id -> whether it applies to the assignment (its shape, and its overrides)."""
+    return {
+        cid: rule.applies
+        for cid, rule in shape_rules(assignment.shape, assignment.check_rules).items()
+    }
+
+
+# The service checks whose evidence holds one item per probe request, richest first:
+# degrades_gracefully and schema_valid judge every request sent, caches only the repeats.
+_TRANSCRIPT_SOURCES = (DEGRADES_GRACEFULLY, SCHEMA_VALID, CACHES)
+_LINE_ORDER = {line.label: i for i, line in enumerate(PROBE_LINES)}
+_LINES = {line.label: line for line in PROBE_LINES}
+
+
+def probe_transcript(checks: list[CheckResult]) -> list[dict[str, Any]]:
+    """What the candidate's service answered, one entry per probe request in the order sent
+    (each log line, then its repeat): the request line and body, the status (or why there
+    was none), the body it answered, and what the probe made of it.
+
+    Read from the service checks' evidence (`Exchange.evidence`, redacted and capped when
+    stored); a request is listed once, with the first check's verdict on it.
+    """
+    by_id = {c.check_id: c for c in checks if c.check_id in PROBE_CHECKS}
+    seen: dict[tuple[str, int], dict[str, Any]] = {}
+    for cid in _TRANSCRIPT_SOURCES:
+        check = by_id.get(cid)
+        for item in check.evidence if check and isinstance(check.evidence, list) else []:
+            if not isinstance(item, dict) or not isinstance(item.get("request"), str):
+                continue
+            label, repeat = str(item.get("probe") or ""), item.get("repeat")
+            key = (label, repeat if isinstance(repeat, int) else 0)
+            if label and key not in seen:
+                seen[key] = _exchange_shown(item, label, key[1])
+    return sorted(seen.values(), key=lambda x: (_LINE_ORDER.get(x["label"], 99), x["repeat"]))
+
+
+# As stored (capped at EVIDENCE_CHARS, with a note of what was cut), bounded again here.
+_SHOWN_CHARS = EVIDENCE_CHARS + 64
+
+
+def _exchange_shown(item: dict[str, Any], label: str, repeat: int) -> dict[str, Any]:
+    # The driver wrote "METHOD /path?query BODY": the target has no space (it is URL-encoded).
+    method, _, rest = item["request"].partition(" ")
+    target, _, body = rest.partition(" ")
+    status = item.get("status")
+    return {
+        "label": label,
+        "repeat": repeat,
+        "method": method[:16],
+        "target": target[:EVIDENCE_CHARS],
+        "body": body[:_SHOWN_CHARS],
+        "status": status if isinstance(status, int) else None,
+        "error": str(item.get("error") or "")[:EVIDENCE_CHARS],
+        "response": str(item.get("response") or "")[:_SHOWN_CHARS],
+        "verdict": _verdict(str(item.get("message") or ""), label, repeat)[:EVIDENCE_CHARS],
+    }
+
+
+def _verdict(message: str, label: str, repeat: int) -> str:
+    """The check's word on one request, without the line's name (the entry shows it)."""
+    line = _LINES.get(label)
+    if line is not None:
+        who = Exchange(index=0, line=line, repeat=repeat, request="").who + ": "
+        if message.startswith(who):
+            return message[len(who) :]
+    return message
 
 
 def _first_turns(submission: Submission, paths: set[str]) -> dict[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.safestring import mark_safe
@@ -17,7 +18,7 @@ from submissions.conversations import pair_thread, thread_index
 from submissions.forms import RerecordForm
 from submissions.intake.rerecord import rerecord_create
 from submissions.intake.upload import UploadRejected
-from submissions.models import Submission
+from submissions.models import Submission, Turn
 
 
 def _thread_turns(submission: Submission, thread: int) -> list[dict]:
@@ -67,10 +68,19 @@ def _diff_context(
     against_id = request.GET.get("against", "")
     ours = thread_index(submission)
     context["our_threads"] = ours
+    other: Submission | None = None
     if against_id.isdigit():
         other = get_object_or_404(others, pk=int(against_id))
+    elif not against_id:
+        # The page opens on a diff, not an empty form: the first other hand-in with
+        # conversations (the form chooses another).
+        other = _default_other(others)
+    if other is not None:
         theirs = thread_index(other)
-        thread = _int_param(request, "thread")
+        if "thread" in request.GET:
+            thread = _int_param(request, "thread")
+        else:
+            thread = _default_thread(ours, theirs)
         context.update({"other": other, "their_threads": theirs, "thread": thread})
         if "other_thread" in request.GET and request.GET["other_thread"].isdigit():
             other_thread: int | None = int(request.GET["other_thread"])
@@ -89,6 +99,7 @@ def _diff_context(
             {
                 "rows": rows,
                 "first": first,
+                "reordered": sum(1 for r in rows if r["row"].reordered),
                 "both_empty": not left and not right,
                 "left_label": submission.candidate.name,
                 "right_label": other.candidate.name,
@@ -161,12 +172,31 @@ def rerecord_detail(request: HttpRequest, pk: int, rid: int) -> HttpResponse:
                 "pair": pair,
                 "rows": rows,
                 "first": first,
+                "reordered": sum(1 for r in rows if r["row"].reordered),
                 "left_label": "original",
                 "right_label": "re-recorded",
                 "full_query": f"?pair={pair.pk}&show={show}&full=1",
             }
         )
     return render(request, "reviewer/rerecord.html", context)
+
+
+_DEFAULT_TRIES = 20
+
+
+def _default_other(others: QuerySet[Submission]) -> Submission | None:
+    """The hand-in the diff opens against: the first other one with a conversation."""
+    with_turns = others.filter(Exists(Turn.objects.filter(submission=OuterRef("pk"))))
+    return with_turns.order_by("pk").first() or others.order_by("pk").first()
+
+
+def _default_thread(ours: list[dict], theirs: list[dict]) -> int:
+    """The conversation the diff opens on: our first one that has a partner on their side
+    (among the first few: pairing by closeness costs a pass over theirs each)."""
+    for mine in ours[:_DEFAULT_TRIES]:
+        if pair_thread(ours, theirs, mine["thread"])[0] is not None:
+            return int(mine["thread"])
+    return int(ours[0]["thread"]) if ours else 0
 
 
 def _int_param(request: HttpRequest, name: str) -> int:

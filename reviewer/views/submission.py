@@ -186,14 +186,19 @@ def submission_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     context["rerun_kinds"] = list(RERUN_KINDS)
     if request.htmx and request.GET.get("panel") == "jobs":
         response = render(request, "reviewer/submission.html#job-panel", context)
-        if not context["jobs_active"]:
-            # The jobs have ended: what they changed comes along out of band, so the page
-            # turns true without a reload; 286 tells htmx to stop polling.
-            checks = _sections(request, submission, context)
-            context["oob"] = True
-            live = render_to_string("reviewer/submission.html#live-sections", context, request)
-            return HttpResponseStopPolling(response.content + live.encode())
-        return response
+        ended = not context["jobs_active"]
+        # The page sends the job states it shows; another state (a job started or ended:
+        # analysis done while the replay runs) brings what the jobs wrote so far.
+        moved = request.GET.get("seen", context["jobs_seen"]) != context["jobs_seen"]
+        if not ended and not moved:
+            return response
+        # What the jobs changed comes along out of band, so the page turns true without a
+        # reload; once they have all ended, 286 tells htmx to stop polling.
+        _sections(request, submission, context)
+        context["oob"] = True
+        live = render_to_string("reviewer/submission.html#live-sections", context, request)
+        content = response.content + live.encode()
+        return HttpResponseStopPolling(content) if ended else HttpResponse(content)
     checks = _sections(request, submission, context)
     context["queue"] = queue_for(request.user, submission)
     context["queue_down"] = queue_down(request.user)
@@ -423,7 +428,7 @@ def review_submit_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 
 # Bump when the evidence partials change, so no cached HTML of the old layout is served.
-_EVIDENCE_LAYOUT = 7
+_EVIDENCE_LAYOUT = 8
 
 
 _EVIDENCE_TTL = 3600
@@ -476,6 +481,8 @@ def evidence_html(request: HttpRequest, context: dict[str, Any]) -> dict[str, st
             sorted((n.pk, n.updated) for n in pins),
             # Which submission this is, even if a deleted one's id is given again.
             (submission.archive_sha256, submission.created),
+            # The assignment's rules decide which sections show (its shape, its overrides).
+            (submission.assignment.shape, submission.assignment.updated),
             [(j.pk, j.state, j.attempts, j.finished_at) for j in jobs],
             # Another hand-in's analysis rewrites the cohort check; whom this user may see.
             (cohort.updated, sorted(cohort.visible)),

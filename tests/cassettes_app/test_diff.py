@@ -195,3 +195,123 @@ def test_the_same_ticket_worded_by_two_prompts_is_paired(client, reviewer, assig
     ).content.decode()
     assert "Paired by the closest first user message" in page
     assert "their conversation 1." in page and "<ins>c</ins>" in page
+
+
+def _tool_turn(user: str, arguments: str, result: str, answer: str) -> dict:
+    """An OpenAI-shaped turn: the model calls a tool (arguments as JSON text), the tool's
+    result comes back as JSON text, the model answers."""
+    return {
+        "new_messages": [
+            {"role": "user", "text": user, "tool_calls": [], "tool_results": []},
+            {
+                "role": "assistant",
+                "text": "",
+                "tool_calls": [{"name": "create_order", "arguments": arguments}],
+                "tool_results": [],
+            },
+            {
+                "role": "tool",
+                "text": "",
+                "tool_calls": [],
+                "tool_results": [{"tool_call_id": "call_1", "content": result}],
+            },
+        ],
+        "response": {"role": "assistant", "text": answer, "tool_calls": []},
+    }
+
+
+_RESULT = (
+    '{"order": {"id": "ord_7f3a", "status": "created", "items": [{"sku": "A-1", "qty": 2, '
+    '"price": 19.0}]}, "idempotency_key": "k-1", "replayed": false}'
+)
+_RESULT_REORDERED = (
+    '{"replayed": false, "idempotency_key": "k-1", "order": {"items": [{"price": 19, '
+    '"qty": 2, "sku": "A-1"}], "status": "created", "id": "ord_7f3a"}}'
+)
+
+
+def test_json_key_order_in_tool_results_and_arguments_is_no_change() -> None:
+    a = [_tool_turn("buy 2 A-1", '{"sku": "A-1", "qty": 2}', _RESULT, "ord_7f3a created")]
+    b = [_tool_turn("buy 2 A-1", '{"qty":2,"sku":"A-1"}', _RESULT_REORDERED, "ord_7f3a created")]
+    rows, first = diff_turns(a, b)
+    assert first is None and not rows[0].changed and rows[0].reordered
+    assert rows[0].tool_changes == []
+    html, _ = render_segments(rows[0].left_segments)
+    # Shown once, in canonical form (sorted keys, 19.0 as 19), with nothing marked.
+    assert "&quot;idempotency_key&quot;: &quot;k-1&quot;, &quot;order&quot;" in html
+    assert "&quot;price&quot;: 19," in html and "<del>" not in html
+
+
+def test_a_real_change_inside_reordered_json_is_marked_alone() -> None:
+    shipped = _RESULT_REORDERED.replace('"created"', '"shipped"')
+    rows, first = diff_turns(
+        [_tool_turn("buy", '{"sku": "A-1", "qty": 2}', _RESULT, "ok")],
+        [_tool_turn("buy", '{"qty": 3, "sku": "A-1"}', shipped, "ok")],
+    )
+    assert first == 0 and rows[0].changed
+    assert [s.text for s in rows[0].left_segments if s.kind == "del"] == ["2,", '"created"},']
+    assert [s.text for s in rows[0].right_segments if s.kind == "add"] == ["3,", '"shipped"},']
+    assert rows[0].tool_changes == [
+        'create_order: arguments {"qty": 2, "sku": "A-1"} → {"qty": 3, "sku": "A-1"}'
+    ]
+
+
+def test_json_true_is_not_one_and_text_stays_text() -> None:
+    rows, first = diff_turns(
+        [_tool_turn("x", "{}", '{"needs_human": true}', "{not json")],
+        [_tool_turn("x", "{}", '{"needs_human": 1}', "{not  json")],
+    )
+    assert first == 0 and not rows[0].reordered
+    assert [s.text for s in rows[0].right_segments if s.kind == "add"] == ["1}", "  "]
+
+
+def test_the_diff_page_opens_on_a_diff_and_says_key_order_is_no_change(
+    client, reviewer, assignment
+) -> None:
+    subs = []
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        for name, result in (("Ann", _RESULT), ("Ben", _RESULT_REORDERED)):
+            s = submission_create(
+                upload=io.BytesIO(make_zip({"n": name})),
+                filename="r.zip",
+                candidate=Candidate.objects.create(name=name),
+                assignment=assignment,
+                uploaded_by=reviewer,
+            ).submission
+            for i, t in enumerate(
+                [
+                    _tool_turn("Ticket 7: buy 2 A-1", '{"sku": "A-1", "qty": 2}', result, "done"),
+                    _turn("thanks", "bye" if name == "Ann" else "goodbye"),
+                ]
+            ):
+                Turn.objects.create(
+                    submission=s, thread=0, index=i, new_messages=t["new_messages"],
+                    response=t["response"],
+                )  # fmt: skip
+            subs.append(s)
+    client.force_login(reviewer)
+    # No "Show" pressed: the page opens on the other hand-in and the paired conversation.
+    page = client.get(reverse("turn_diff", args=[subs[0].pk])).content.decode()
+    assert f'<option value="{subs[1].pk}" selected>' in page
+    assert 'First diverging turn: <a href="#turn-1">turn 1</a>' in page
+    assert "<del>bye</del>" in page and "<ins>goodbye</ins>" in page
+    assert "1 turn holds JSON written another way" in page
+    assert "same JSON written another way (key order, spacing)" in page
+    turn0 = page[page.index('id="turn-0"') : page.index('id="turn-1"')]
+    assert "<del>" not in turn0 and "<ins>" not in turn0
+
+
+def test_arguments_as_an_object_or_as_json_text_are_the_same_call() -> None:
+    """One provider gives a call's arguments as an object, another as JSON text."""
+    rows, first = diff_turns(
+        [_turn("buy", "ok", [("create_order", {"sku": "A-1", "qty": 2})])],
+        [_turn("buy", "ok", [("create_order", '{"qty":2.0,"sku":"A-1"}')])],
+    )
+    assert first is None and rows[0].reordered and rows[0].tool_changes == []
+    changed, first = diff_turns(
+        [_turn("buy", "ok", [("create_order", {"sku": "A-1", "qty": 2})])],
+        [_turn("buy", "ok", [("create_order", '{"qty":"2","sku":"A-1"}')])],
+    )
+    assert first == 0 and changed[0].tool_changes == [
+        'create_order: arguments {"qty": 2, "sku": "A-1"} → {"qty": "2", "sku": "A-1"}'
+    ]
