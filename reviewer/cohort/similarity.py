@@ -5,7 +5,8 @@ response ids, `cohort.code_similarity`'s file pairs and shares): each hand-in wa
 with the cohort when it arrived (incrementally, one indexed query), so opening the page
 compares nothing again. One pair's "why" reads only those two hand-ins' rows: the shared
 ids, the matching spans of each file pair (lines on both sides, from the fingerprints'
-lines), and the first prompt when both conversations open with the same one.
+lines), the first prompt when both conversations open with the same one, and the tool
+calls when both first conversations make the same ones in the same order.
 
 Only the latest hand-in of each candidate counts (the checks' cohort), and starter code
 never counts (the assignment's starter list and what most of the cohort holds).
@@ -170,7 +171,12 @@ def pair_detail(pair: Pair) -> dict[str, Any]:
         files.append(
             {"pair": file_pair, "spans": spans[:MAX_SPANS], "more_spans": len(spans) > MAX_SPANS}
         )
-    return {"ids": shared_ids, "files": files, "prompt": shared_prompt(left, right)}
+    return {
+        "ids": shared_ids,
+        "files": files,
+        "prompt": shared_prompt(left, right),
+        "tools": shared_tool_sequence(left, right),
+    }
 
 
 def _opening(submission: Submission) -> str:
@@ -189,3 +195,29 @@ def shared_prompt(left: Submission, right: Submission) -> str:
     """The opening prompt both hand-ins' first conversation starts with, or ""."""
     mine = _opening(left)
     return mine[:MAX_PROMPT] if mine and mine == _opening(right) else ""
+
+
+MIN_TOOL_CALLS = 3  # a shorter sequence of tool calls is what the brief asks of everyone
+MAX_TOOL_CALLS = 200
+
+
+def _tool_sequence(submission: Submission) -> list[str]:
+    """The tool names the first conversation's answers call, in order."""
+    responses = (
+        submission.turns.filter(thread=submission.turns.order_by("thread").values("thread")[:1])
+        .order_by("index")
+        .values_list("response", flat=True)[:MAX_TOOL_CALLS]
+    )
+    names = []
+    for response in responses:
+        for call in (response or {}).get("tool_calls") or ():
+            if isinstance(call, dict):
+                names.append(str(call.get("name") or "?")[:100])
+    return names[:MAX_TOOL_CALLS]
+
+
+def shared_tool_sequence(left: Submission, right: Submission) -> list[str]:
+    """The tool calls both first conversations make in the same order (at least
+    `MIN_TOOL_CALLS` of them), or []."""
+    mine = _tool_sequence(left)
+    return mine if len(mine) >= MIN_TOOL_CALLS and mine == _tool_sequence(right) else []

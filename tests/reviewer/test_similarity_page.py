@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
 from django.urls import reverse
 
@@ -129,3 +131,28 @@ def test_the_comparison_links_each_flagged_candidate_to_its_pairs(client, lead, 
     for name in ("ada", "bo", "cy"):
         assert f'{base}?candidate={cohort[name].pk}"' in html
     assert f'{base}?candidate={cohort["di"].pk}"' not in html  # Di shares nothing
+
+
+def test_a_copied_recording_shows_the_shared_opening_prompt(client, lead, cohort) -> None:
+    ada, cy, bo = cohort["ada"], cohort["cy"], cohort["bo"]
+    opened = _page(client, lead, pair=f"{ada.pk}-{cy.pk}").context["opened"]
+    assert opened["prompt"]
+    assert opened["prompt"] == " ".join(opened["prompt"].split())  # whitespace-normalised
+    # Bo has no conversation: nothing shared to show beside the code.
+    opened = _page(client, lead, pair=f"{ada.pk}-{bo.pk}").context["opened"]
+    assert opened["prompt"] == "" and opened["tools"] == []
+
+
+@pytest.mark.django_db
+def test_tool_call_sequences_count_from_three_calls_in_the_same_order(cohort) -> None:
+    from reviewer.cohort import similarity
+
+    ada, cy = cohort["ada"], cohort["cy"]
+    calls = ["search", "lookup", "create_order"]
+    with mock.patch.object(similarity, "_tool_sequence", side_effect=[calls, calls]):
+        assert similarity.shared_tool_sequence(ada, cy) == calls
+    with mock.patch.object(similarity, "_tool_sequence", side_effect=[calls, calls[::-1]]):
+        assert similarity.shared_tool_sequence(ada, cy) == []
+    with mock.patch.object(similarity, "_tool_sequence", side_effect=[calls[:2], calls[:2]]):
+        assert similarity.shared_tool_sequence(ada, cy) == []
+    assert similarity._tool_sequence(ada) == similarity._tool_sequence(cy)  # the same file
