@@ -15,6 +15,7 @@ from urllib.parse import quote
 import pytest
 from django.core.management import call_command
 
+from reviewer.cohort import agreement
 from reviewer.cohort.similarity import similar_pairs
 from submissions.jobs import queue
 from submissions.jobs.inline import jobs_run_inline
@@ -61,6 +62,11 @@ class Seen:
     meta: float | None
     meta_open: bool | None
     wide: list[str]
+    status: int
+
+
+# Not served in the demo: the login and Django's admin (our 404 page).
+MISSING_IN_DEMO = frozenset({"/login/", "/admin/"})
 
 
 def _pages(submissions: list[Submission], *, lead: bool) -> list[str]:
@@ -111,21 +117,22 @@ def _walk(browser, base: str, urls: list[str], who: str, password: str = "") -> 
         page = context.new_page()
         if password:
             page.goto(f"{base}/login/")
-            seen.append(_measure(page, who, viewport, "/login/", None))
+            seen.append(_measure(page, who, viewport, "/login/", None, 200))
             page.fill("input[name=username]", who)
             page.fill("input[name=password]", password)
             page.click("button[type=submit]")
             page.wait_for_url(f"{base}/")
         for url in urls:
-            page.goto(f"{base}{url}")
+            answer = page.goto(f"{base}{url}")
+            status = answer.status if answer is not None else 0
             first = page.evaluate(_MEASURE)["ms"]
             page.reload()
-            seen.append(_measure(page, who, viewport, url, first))
+            seen.append(_measure(page, who, viewport, url, first, status))
         context.close()
     return seen
 
 
-def _measure(page, who: str, viewport: str, url: str, first_ms: float | None) -> Seen:
+def _measure(page, who: str, viewport: str, url: str, first_ms: float | None, status: int) -> Seen:
     page.wait_for_load_state("load")
     got = page.evaluate(_MEASURE)
     name = url.strip("/").replace("/", "_").replace("?", "_").replace("&", "_") or "home"
@@ -143,6 +150,7 @@ def _measure(page, who: str, viewport: str, url: str, first_ms: float | None) ->
         got["meta"],
         got["meta_open"],
         got["wide"],
+        status,
     )
 
 
@@ -150,6 +158,9 @@ def _problems(seen: list[Seen]) -> list[str]:
     out = []
     for s in seen:
         where = f"{s.who} {s.viewport} {s.url}"
+        missing = s.url == "/no-such-page/" or (s.who == "demo" and s.url in MISSING_IN_DEMO)
+        if s.status != (404 if missing else 200):
+            out.append(f"{where}: HTTP {s.status}")
         if s.scroll > s.inner:
             out.append(f"{where}: {s.scroll} px wide in {s.inner} ({s.wide})")
         if max(s.first_ms, s.ms) > PAGE_BUDGET_MS:
@@ -168,6 +179,8 @@ def test_every_page_fits_a_phone_and_a_laptop(
     monkeypatch,
 ) -> None:
     monkeypatch.setattr(queue, "job_enqueue", lambda **_: True)
+    # What a web process does at start (reviewer/apps.py); the test's server is not one.
+    agreement.warm()
     call_command("seed_demo")
     submissions = list(Submission.objects.order_by("pk"))
     for submission in submissions:
