@@ -21,6 +21,8 @@ from typing import Any
 from cassettes_app.checks.catalog import CODE_SIMILARITY, RECORDINGS_UNIQUE
 from submissions.checks.cohort import OTHER, cohort_latest
 from submissions.checks.similarity import shared_hashes
+from submissions.intake.stored import MemberRefused, member_read
+from submissions.redact import redact_text
 from submissions.models import Assignment, CheckResult, ResponseId, SourceFingerprint, Submission
 
 # Lines between two matching fingerprints of one span still read as one passage.
@@ -115,11 +117,38 @@ def similar_pairs(assignment: Assignment) -> list[Pair]:
 
 @dataclass
 class Span:
-    """A matching passage: lines in the left file, lines in the right one."""
+    """A matching passage: lines in the left file, lines in the right one, and (for the top
+    file pair) their text, redacted, side by side."""
 
     left: tuple[int, int]
     right: tuple[int, int]
     fingerprints: int
+    left_text: list[tuple[int, str]] = field(default_factory=list)
+    right_text: list[tuple[int, str]] = field(default_factory=list)
+
+
+SPAN_LINES = 40  # lines of one side of a span shown as text
+FILE_BYTES = 256 * 1024  # read of each file of the top pair for its spans' text
+
+
+def _lines(submission: Submission, path: str) -> list[str] | None:
+    """The file's lines (its first FILE_BYTES, redacted), or None when it cannot be read."""
+    try:
+        member = member_read(submission, path, limit=FILE_BYTES)
+    except MemberRefused:
+        return None
+    return redact_text(member.head.decode("utf-8", "replace")).splitlines()
+
+
+def _with_text(spans: list[Span], left: list[str] | None, right: list[str] | None) -> None:
+    """Each span's lines on both sides, as (number, text), at most SPAN_LINES a side."""
+    for span in spans:
+        for side, lines, (first, last) in (("left", left, span.left), ("right", right, span.right)):
+            if lines is None or first < 1:
+                continue
+            end = min(last, first + SPAN_LINES - 1, len(lines))
+            text = [(n, lines[n - 1][:300]) for n in range(first, end + 1)]
+            setattr(span, f"{side}_text", text)
 
 
 def _spans(matches: list[tuple[int, int, int, int]]) -> list[Span]:
@@ -168,6 +197,12 @@ def pair_detail(pair: Pair) -> dict[str, Any]:
                 theirs.setdefault(fingerprint, (line, end))
         matches = [(*mine[h], *theirs[h]) for h in mine.keys() & theirs.keys()]
         spans = _spans(matches)
+        if not files and spans:  # the top pair's passages, as text side by side
+            _with_text(
+                spans[:MAX_SPANS],
+                _lines(left, file_pair.path),
+                _lines(right, file_pair.other_path),
+            )
         files.append(
             {"pair": file_pair, "spans": spans[:MAX_SPANS], "more_spans": len(spans) > MAX_SPANS}
         )

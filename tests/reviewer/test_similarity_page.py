@@ -156,3 +156,15 @@ def test_tool_call_sequences_count_from_three_calls_in_the_same_order(cohort) ->
     with mock.patch.object(similarity, "_tool_sequence", side_effect=[calls[:2], calls[:2]]):
         assert similarity.shared_tool_sequence(ada, cy) == []
     assert similarity._tool_sequence(ada) == similarity._tool_sequence(cy)  # the same file
+
+
+def test_the_top_file_pairs_passages_show_both_sides_text(client, lead, cohort) -> None:
+    ada, bo = cohort["ada"], cohort["bo"]
+    response = _page(client, lead, pair=f"{ada.pk}-{bo.pk}")
+    [file] = response.context["opened"]["files"]
+    span = file["spans"][0]
+    ada_lines, bo_lines = ADA.splitlines(), BO_COPY.splitlines()
+    assert span.left_text[0] == (span.left[0], ada_lines[span.left[0] - 1])
+    assert span.right_text[0] == (span.right[0], bo_lines[span.right[0] - 1])
+    html = response.content.decode()
+    assert 'class="span-pair"' in html
