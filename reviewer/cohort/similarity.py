@@ -22,8 +22,8 @@ from cassettes_app.checks.catalog import CODE_SIMILARITY, RECORDINGS_UNIQUE
 from submissions.checks.cohort import OTHER, cohort_latest
 from submissions.checks.similarity import shared_hashes
 from submissions.intake.stored import MemberRefused, member_read
-from submissions.redact import redact_text
 from submissions.models import Assignment, CheckResult, ResponseId, SourceFingerprint, Submission
+from submissions.redact import redact_text
 
 # Lines between two matching fingerprints of one span still read as one passage.
 SPAN_GAP = 3
@@ -180,7 +180,7 @@ def pair_detail(pair: Pair) -> dict[str, Any]:
 
     cohort = list(cohort_latest(left).values_list("pk", flat=True))
     excluded = shared_hashes(left, cohort) | set(left.assignment.starter_fingerprints)
-    files = []
+    files: list[dict[str, Any]] = []
     for file_pair in pair.file_pairs():
         rows = SourceFingerprint.objects.filter(
             submission_id__in=(left.pk, right.pk),
