@@ -46,6 +46,7 @@ SHARED_SLACK = 0.5
 TOP_PAIRS = 10
 # Matching rows read per judgment: bounded whatever the cohort shares.
 MAX_MATCHES = 200_000
+_LOOKUP_CHUNK = 10_000  # hashes per lookup query (SQLite takes 32,766 parameters)
 
 Pair = tuple[str, int, str]  # (this path, other submission, other path)
 
@@ -82,14 +83,20 @@ def _judge(submission: Submission) -> tuple[CheckOutcome, set[int]]:
         if value not in shared:
             by_hash[value].append(path)
             sizes[path] += 1
-    matches = (
-        SourceFingerprint.objects.filter(
-            hash__in=SourceFingerprint.objects.filter(submission=submission).values("hash"),
-            submission_id__in=cohort,
+    # Only the counted hashes are looked up (starter code, held by everyone, would make
+    # each judgment read the whole cohort), in chunks a query's parameters can hold.
+    counted_hashes = list(by_hash)
+    matches: list[tuple[int, int, str]] = []
+    for start in range(0, len(counted_hashes), _LOOKUP_CHUNK):
+        matches += (
+            SourceFingerprint.objects.filter(
+                hash__in=counted_hashes[start : start + _LOOKUP_CHUNK], submission_id__in=cohort
+            )
+            .order_by()
+            .values_list("hash", "submission_id", "path")[: MAX_MATCHES - len(matches)]
         )
-        .order_by()
-        .values_list("hash", "submission_id", "path")[:MAX_MATCHES]
-    )
+        if len(matches) >= MAX_MATCHES:
+            break
     common: Counter[Pair] = Counter()
     for value, other, other_path in matches:
         for path in by_hash.get(value, ()):
