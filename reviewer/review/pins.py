@@ -75,6 +75,9 @@ def pin_note(*, submission: Submission, author: Any, anchor: str, body: str) -> 
         raise PinRefused("a pinned note needs some text")
     if len(body) > MAX_BODY:
         raise PinRefused(f"a pinned note is at most {MAX_BODY} characters")
+    if "\x00" in body:
+        # No database stores it as text (PostgreSQL refuses it); no note needs it.
+        raise PinRefused("a note cannot hold a NUL character")
     if not anchor_exists(submission, anchor):
         raise PinRefused("that check, turn or hop is not in this submission")
     with transaction.atomic():
@@ -97,6 +100,8 @@ def row_anchor(row_id: int) -> str:
 def note_place(*, submission: Submission, author: Any, anchor: str, body: str) -> Note | None:
     """The one note form's write: a row's note (replaced; empty text removes it) or a note
     pinned to evidence (added). Returns the note, None when a row's note was removed."""
+    if "\x00" in body:
+        raise PinRefused("a note cannot hold a NUL character")
     match = _ROW.fullmatch(anchor)
     if match is None:
         return pin_note(submission=submission, author=author, anchor=anchor, body=body)

@@ -60,7 +60,10 @@ def submission_file(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         member = member_read(submission, path, limit=MAX_BYTES)
     except MemberRefused as exc:
-        kept = None if exc.too_large else _run_file(submission, path, request.GET.get("run", ""))
+        # A path no file can have (a NUL, which PostgreSQL cannot even compare) is not
+        # looked up among the kept run outputs either.
+        lookup = not exc.too_large and "\x00" not in path
+        kept = _run_file(submission, path, request.GET.get("run", "")) if lookup else None
         if kept is None:
             context["refused"] = exc.reason
             # Over the per-file cap: the file is there but will not be read (413, not 404).
