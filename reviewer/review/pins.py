@@ -20,7 +20,7 @@ from django.db import transaction
 from reviewer.models import Note, Review, ScoreEvent
 from reviewer.review.audit import audit_record
 from reviewer.review.markdown import render_markdown
-from reviewer.review.scoring import note_save, review_get_or_create, sees_others
+from reviewer.review.scoring import note_save, review_get_or_create, review_lock, sees_others
 from submissions.models import Submission
 
 MAX_BODY = 5000
@@ -113,7 +113,10 @@ def note_place(*, submission: Submission, author: Any, anchor: str, body: str) -
     if len(body.strip()) > MAX_BODY:
         raise PinRefused(f"a note is at most {MAX_BODY} characters")
     row = review.rubric.rows.get(pk=int(match.group(1)))
-    note_save(review=review, row=row, body=body)
+    with transaction.atomic():
+        if review_lock(review).state == Review.State.SUBMITTED:
+            raise PinRefused("your review was submitted; its row notes can no longer change")
+        note_save(review=review, row=row, body=body)
     return Note.objects.filter(submission=submission, author=author, row=row).first()
 
 

@@ -89,6 +89,17 @@ def checks_passed(
     return not not_passed, not_passed
 
 
+def review_lock(review: Review) -> Review:
+    """Lock the review's row for this transaction and return it as stored now.
+
+    Every writer of a review (a score, a note, the recommendation, the submit) takes it
+    first, so one reviewer's quick successive saves queue instead of deadlocking: on
+    PostgreSQL two saves that each insert a score (a key-share lock on the review) and then
+    touch the review would wait on each other. It also makes "submitted" final: a save
+    that reads the state under the lock cannot slip in after the submit."""
+    return Review.objects.select_for_update().get(pk=review.pk)
+
+
 def score_save(
     *,
     review: Review,
@@ -121,6 +132,8 @@ def score_save(
                 "or a written override reason"
             )
     with transaction.atomic():
+        if review_lock(review).state == Review.State.SUBMITTED:
+            raise ScoreRefused("this review was submitted; it can no longer change")
         score, _ = Score.objects.select_for_update().get_or_create(review=review, row=row)
         if score.version != expected_version:
             if not (tab and score.tab == tab):  # another page saved since: a real conflict
@@ -199,10 +212,14 @@ def recommendation_save(*, review: Review, value: str) -> Review:
         raise ScoreRefused("a recommendation is strong no, no, yes or strong yes")
     if review.state == Review.State.SUBMITTED:
         raise ScoreRefused("this review was submitted; it can no longer change")
-    if review.recommendation == value:
-        return review
     with transaction.atomic():
-        old = review.recommendation
+        stored = review_lock(review)
+        if stored.state == Review.State.SUBMITTED:
+            raise ScoreRefused("this review was submitted; it can no longer change")
+        if stored.recommendation == value:
+            review.recommendation = value
+            return review
+        old = stored.recommendation
         review.recommendation = value
         review.save(update_fields=["recommendation", "updated"])
         audit_record(
@@ -220,16 +237,21 @@ def review_submit(*, review: Review, recommendation: str | None = None) -> Revie
     """Submit a review once every row is scored and an overall recommendation chosen;
     others' scores become visible to its author. `recommendation`, when given, is saved
     first (a command or the demo submits in one call)."""
-    rows = list(review.rubric.rows.all())
-    scored = set(review.scores.exclude(value=None).values_list("row_id", flat=True))
-    missing = [row.title for row in rows if row.pk not in scored]
-    if missing:
-        raise ScoreRefused("score every row before submitting: " + ", ".join(missing))
     if recommendation is not None:
         recommendation_save(review=review, value=recommendation)
-    if not review.recommendation:
-        raise ScoreRefused("choose an overall recommendation before submitting")
     with transaction.atomic():
+        # Read under the lock: every save queued before this submit has landed.
+        stored = review_lock(review)
+        rows = list(review.rubric.rows.all())
+        scored = set(review.scores.exclude(value=None).values_list("row_id", flat=True))
+        missing = [row.title for row in rows if row.pk not in scored]
+        if missing:
+            raise ScoreRefused("score every row before submitting: " + ", ".join(missing))
+        if not stored.recommendation:
+            raise ScoreRefused("choose an overall recommendation before submitting")
+        if stored.state == Review.State.SUBMITTED:
+            return stored
+        review.recommendation = stored.recommendation
         review.state = Review.State.SUBMITTED
         review.submitted_at = timezone.now()
         review.save(update_fields=["state", "submitted_at", "updated"])

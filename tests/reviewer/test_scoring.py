@@ -434,3 +434,57 @@ def test_a_refused_score_reverts_in_the_control_and_keeps_the_typing(alice, subm
     assert selected == ["1"]
     assert 'value="ran make test"' in html
     assert Score.objects.get(row=row).value == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_quick_successive_saves_of_one_review_all_land_then_submit(reviewer, submission) -> None:
+    # The desk sends each digit's save at once: five rows and the recommendation in
+    # flight together. On PostgreSQL two saves that each inserted a score and then touched
+    # the review deadlocked and one was lost (500); every writer now takes the review first.
+    import threading
+
+    from django.db import connection
+
+    from reviewer.review.scoring import recommendation_save, review_submit, score_save
+
+    review = review_get_or_create(submission=submission, reviewer=reviewer)
+    rows = list(review.rubric.rows.all())
+    errors: list[BaseException] = []
+
+    def save(start, work) -> None:
+        try:
+            start.wait()
+            work()
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    calls = ["strong_no", "no", "yes", "strong_yes", "no"] * 2
+    for version, call in enumerate(calls):  # rounds: a deadlock is a matter of timing
+        works = [
+            lambda row=row, v=version: score_save(
+                review=review,
+                row=row,
+                value=v % 3,  # a 3 would need passing checks
+                evidence="",
+                override_reason="",
+                expected_version=v,
+            )
+            for row in rows
+        ]
+        works.append(lambda c=call: recommendation_save(review=review, value=c))
+        start = threading.Barrier(len(works))
+        threads = [threading.Thread(target=save, args=(start, w)) for w in works]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert errors == []
+    last = (len(calls) - 1) % 3
+    values = Score.objects.filter(review=review).values_list("value", flat=True)
+    assert sorted(values) == [last] * len(rows)
+    review.refresh_from_db()
+    assert review.recommendation == "no"
+    review_submit(review=review)
+    assert Review.objects.get(pk=review.pk).state == "submitted"
