@@ -521,18 +521,24 @@ def cohort_for(assignment: Assignment, *, only: Submission | None = None) -> Coh
     return Cohort(assignment, rows, candidates)
 
 
+def _latest_owner(ids: list[int]) -> dict[int, int]:
+    """The latest non-rejected submission of each candidate of these assignments, mapped to
+    its assignment (one query)."""
+    latest: dict[tuple[int, int], int] = {}  # (assignment, candidate) -> submission
+    for sid, aid, cid in _newest_first(Submission.objects.filter(assignment__in=ids)).values_list(
+        "pk", "assignment_id", "candidate_id"
+    ):
+        latest.setdefault((aid, cid), sid)
+    return {sid: aid for (aid, _), sid in latest.items()}
+
+
 def units_by_assignment(assignments: list[Assignment]) -> dict[int, Units]:
     """Each assignment's units, as `cohort_for` builds them (latest non-rejected submission
     per candidate, submitted reviews, scored rows), in two queries for all of them."""
     ids = [a.pk for a in assignments]
     if not ids:
         return {}
-    latest: dict[tuple[int, int], int] = {}  # (assignment, candidate) -> submission
-    for sid, aid, cid in _newest_first(Submission.objects.filter(assignment__in=ids)).values_list(
-        "pk", "assignment_id", "candidate_id"
-    ):
-        latest.setdefault((aid, cid), sid)
-    owner = {sid: aid for (aid, _), sid in latest.items()}
+    owner = _latest_owner(ids)
     username = f"review__reviewer__{get_user_model().USERNAME_FIELD}"
     out: dict[int, Units] = {aid: {} for aid in ids}
     for sid, row_id, who, value in (
@@ -558,12 +564,7 @@ def recommendations_by_assignment(
     ids = [a.pk for a in assignments]
     if not ids:
         return {}
-    latest: dict[tuple[int, int], int] = {}  # (assignment, candidate) -> submission
-    for sid, aid, cid in _newest_first(Submission.objects.filter(assignment__in=ids)).values_list(
-        "pk", "assignment_id", "candidate_id"
-    ):
-        latest.setdefault((aid, cid), sid)
-    owner = {sid: aid for (aid, _), sid in latest.items()}
+    owner = _latest_owner(ids)
     username = f"reviewer__{get_user_model().USERNAME_FIELD}"
     out: dict[int, list[tuple[str, str]]] = {aid: [] for aid in ids}
     for sid, who, value in (
