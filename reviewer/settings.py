@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import dj_database_url
@@ -171,13 +172,22 @@ JOB_SOFT_TIME_LIMIT = env.int("JOB_SOFT_TIME_LIMIT", 900, minimum=1)
 JOB_TIME_LIMIT = env.int("JOB_TIME_LIMIT", 960, minimum=2)
 JOB_HEARTBEAT_SECONDS = env.int("JOB_HEARTBEAT_SECONDS", 10, minimum=1)
 JOB_STALE_SECONDS = env.int("JOB_STALE_SECONDS", 120, minimum=1)
+# This host's name in runner ids and worker heartbeats: the machine's own name by default; set
+# it when several hosts (containers) could share one, or on one machine to act as several.
+HOST_NAME = env.str("HOST_NAME") or socket.gethostname()
 # Each worker process publishes a heartbeat row this often; a host none of whose workers was
 # seen for WORKER_STALE_SECONDS is dead, whichever host checks (its jobs are taken over).
-WORKER_BEAT_SECONDS = env.int("WORKER_BEAT_SECONDS", 10, minimum=1)
-WORKER_STALE_SECONDS = env.int("WORKER_STALE_SECONDS", 30, minimum=2)
+WORKER_BEAT_SECONDS = env.int("WORKER_BEAT_SECONDS", 5, minimum=1)
+WORKER_STALE_SECONDS = env.int("WORKER_STALE_SECONDS", 15, minimum=2)
+# How often the one scheduler (beat) runs the reconciler that takes a dead host's jobs over.
+# A killed host is judged dead within WORKER_STALE_SECONDS of its last beat and its jobs are
+# queued again at the next tick: with these defaults, within about 25 s of the kill.
+JOB_RECONCILE_SECONDS = env.int("JOB_RECONCILE_SECONDS", 10, minimum=1)
 JOB_REQUEUE_AFTER_SECONDS = env.int("JOB_REQUEUE_AFTER_SECONDS", 60, minimum=0)
 JOB_LOG_MAX_BYTES = env.int("JOB_LOG_MAX_BYTES", 64 * 1024, minimum=1024)
 ENQUEUE_TIMEOUT_SECONDS = env.float("ENQUEUE_TIMEOUT_SECONDS", 3.0)
+if WORKER_STALE_SECONDS <= WORKER_BEAT_SECONDS:
+    raise ImproperlyConfigured("WORKER_STALE_SECONDS must be greater than WORKER_BEAT_SECONDS")
 if JOB_TIME_LIMIT <= JOB_SOFT_TIME_LIMIT:
     raise ImproperlyConfigured("JOB_TIME_LIMIT must be greater than JOB_SOFT_TIME_LIMIT")
 
@@ -338,7 +348,10 @@ CELERY_DB_REUSE_MAX = 50
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
-    "reconcile-jobs": {"task": "submissions.tasks.reconcile", "schedule": 30.0},
+    "reconcile-jobs": {
+        "task": "submissions.tasks.reconcile",
+        "schedule": float(JOB_RECONCILE_SECONDS),
+    },
 }
 # One queue name per deployment (tests give each run its own, so parallel runs never share).
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", "celery")

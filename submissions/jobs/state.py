@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,8 +16,8 @@ from submissions.redact import redact_text
 
 
 def runner_id() -> str:
-    """This process as hostname:pid, so a dead runner on the same host can be recognised."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """This process as HOST_NAME:pid, so a dead runner on the same host can be recognised."""
+    return f"{settings.HOST_NAME}:{os.getpid()}"
 
 
 def runner_is_dead(runner: str) -> bool:
@@ -27,7 +26,7 @@ def runner_is_dead(runner: str) -> bool:
     host, _, pid = runner.rpartition(":")
     if not pid.isdigit():
         return False
-    if host != socket.gethostname():
+    if host != settings.HOST_NAME:
         return host_alive(host) is False
     try:
         os.kill(int(pid), 0)

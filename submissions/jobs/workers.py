@@ -10,7 +10,6 @@ unknown, and the job's own heartbeat decides, as before.
 from __future__ import annotations
 
 import os
-import socket
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -27,7 +26,7 @@ def worker_beat(*, sandbox_problems: list[str] | None = None) -> None:
     values: dict[str, object] = {"seen": now}
     if sandbox_problems is not None:
         values["sandbox_problems"] = list(sandbox_problems)
-    WorkerBeat.objects.update_or_create(host=socket.gethostname(), pid=os.getpid(), defaults=values)
+    WorkerBeat.objects.update_or_create(host=settings.HOST_NAME, pid=os.getpid(), defaults=values)
     WorkerBeat.objects.filter(seen__lt=now - KEEP_BEATS).delete()
 
 
