@@ -79,6 +79,23 @@ def small_zip() -> bytes:
     return make_zip(SMALL_REPO)
 
 
+def stored_unqueued(files: dict, *, candidate, assignment, uploaded_by=None):
+    """A submission stored from a zip of `files` with its jobs left unqueued (no worker runs)."""
+    from unittest import mock
+
+    from submissions.intake.upload import submission_create
+    from submissions.jobs import queue
+
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        return submission_create(
+            upload=io.BytesIO(make_zip(files)),
+            filename="r.zip",
+            candidate=candidate,
+            assignment=assignment,
+            uploaded_by=uploaded_by,
+        ).submission
+
+
 def ingest_inline(
     repo, values: dict, *, candidate: str = "Candidate", stub_url: str = "", uploaded_at=None
 ):

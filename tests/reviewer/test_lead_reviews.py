@@ -6,27 +6,18 @@ from __future__ import annotations
 import html
 import io
 import json
-from unittest import mock
 
 import pytest
 from django.core.management import call_command
 
 from reviewer.models import Review, RubricTemplate, Score
-from submissions.intake.upload import submission_create
-from submissions.jobs import queue
 from submissions.models import CheckResult
-from tests.conftest import make_zip
+from tests.conftest import stored_unqueued
 
 
 @pytest.fixture
 def scored(reviewer, reviewer2, assignment, candidate):
-    with mock.patch.object(queue, "job_enqueue", return_value=True):
-        s = submission_create(
-            upload=io.BytesIO(make_zip({"README.md": "x"})),
-            filename="r.zip",
-            candidate=candidate,
-            assignment=assignment,
-        ).submission
+    s = stored_unqueued({"README.md": "x"}, candidate=candidate, assignment=assignment)
     rubric = RubricTemplate.objects.get(slug="cassette")
     rows = list(rubric.rows.all())
     linked = next(r for r in rows if len(r.check_ids) >= 1)

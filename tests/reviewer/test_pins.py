@@ -3,30 +3,20 @@ blind to other reviewers until they submit, refused for places the submission la
 
 from __future__ import annotations
 
-import io
-from unittest import mock
-
 import pytest
 from django.urls import reverse
 
 from reviewer.models import Note, Review
 from reviewer.review.rubrics import rubric_for
-from submissions.intake.upload import submission_create
-from submissions.jobs import queue
 from submissions.models import CheckResult, Turn
-from tests.conftest import make_zip
+from tests.conftest import stored_unqueued
 
 
 @pytest.fixture
 def submission(reviewer, reviewer2, assignment, candidate):
-    with mock.patch.object(queue, "job_enqueue", return_value=True):
-        s = submission_create(
-            upload=io.BytesIO(make_zip({"README.md": "x"})),
-            filename="r.zip",
-            candidate=candidate,
-            assignment=assignment,
-            uploaded_by=reviewer,
-        ).submission
+    s = stored_unqueued(
+        {"README.md": "x"}, candidate=candidate, assignment=assignment, uploaded_by=reviewer
+    )
     s.reviewers.add(reviewer2)
     CheckResult.objects.create(
         submission=s, check_id="cassettes.keys_match", status="fail", summary="2 keys differ"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-from unittest import mock
 
 import pytest
 from django.core.management import call_command
@@ -12,22 +11,15 @@ from django.urls import reverse
 
 from reviewer.models import Review, Score
 from reviewer.review.scoring import review_get_or_create
-from submissions.intake.upload import submission_create
-from submissions.jobs import queue
 from submissions.models import CheckResult
-from tests.conftest import make_zip
+from tests.conftest import stored_unqueued
 
 
 @pytest.fixture
 def submission(reviewer, reviewer2, assignment, candidate):
-    with mock.patch.object(queue, "job_enqueue", return_value=True):
-        s = submission_create(
-            upload=io.BytesIO(make_zip({"README.md": "x"})),
-            filename="r.zip",
-            candidate=candidate,
-            assignment=assignment,
-            uploaded_by=reviewer,
-        ).submission
+    s = stored_unqueued(
+        {"README.md": "x"}, candidate=candidate, assignment=assignment, uploaded_by=reviewer
+    )
     s.reviewers.add(reviewer2)
     return s
 
@@ -170,14 +162,7 @@ def test_another_reviewers_submission_cannot_be_scored(client, reviewer, lead, a
     from submissions.models import Candidate
 
     other = Candidate.objects.create(name="Other")
-    with mock.patch.object(queue, "job_enqueue", return_value=True):
-        s = submission_create(
-            upload=io.BytesIO(make_zip({"a": "b"})),
-            filename="o.zip",
-            candidate=other,
-            assignment=assignment,
-            uploaded_by=lead,
-        ).submission
+    s = stored_unqueued({"a": "b"}, candidate=other, assignment=assignment, uploaded_by=lead)
     client.force_login(reviewer)
     from reviewer.models import RubricRow
 
