@@ -29,6 +29,10 @@ if not SECRET_KEY:
         )
     SECRET_KEY = load_or_create_secret_key(DATA_DIR / "secret_key")
 
+# Keys sealing secrets kept at rest (a repository's access token): Fernet keys, the first
+# seals, all open (rotation). Unset: one derived from SECRET_KEY (and SECRET_KEY_FALLBACKS).
+SECRET_STORE_KEYS = env.list("SECRET_STORE_KEYS", [])
+
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", [])
 SITE_NAME = env.str("SITE_NAME", "Cassette Review")

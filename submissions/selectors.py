@@ -128,7 +128,7 @@ def jobs_context(submission: Submission) -> dict[str, object]:
 
 
 # Jobs of a submission that write no check (the checks section does not wait for them).
-_WRITE_NO_CHECKS = frozenset({Job.Kind.RERECORD, Job.Kind.SELFTEST})
+_WRITE_NO_CHECKS = frozenset({Job.Kind.RERECORD, Job.Kind.REFCHECK, Job.Kind.SELFTEST})
 
 
 def evidence_context(

@@ -48,7 +48,7 @@ from reviewer.review.scoring import (
 from reviewer.review.verdict import Verdict, chip, verdict_for
 from reviewer.review.worklist import queue_for
 from reviewer.views.access import HtmxHttpRequest, get_submission_for_user
-from submissions.intake.repository import ref_check
+from submissions.intake.repository import RefCheckRefused, ref_check_start
 from submissions.jobs.rerun import RERUN_KINDS, RerunRefused, submission_rerun
 from submissions.models import Job, Submission
 from submissions.selectors import cohort_others, evidence_context, jobs_context
@@ -552,16 +552,16 @@ def jobs_rerun(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def ref_check_view(request: HttpRequest, pk: int) -> HttpResponse:
-    """Fetch a repository submission's ref again; say whether it moved. Judges nothing anew.
+    """Queue *Check again* of a repository submission's ref; the job panel shows it run.
 
-    The token field, when filled, is used for this fetch only: never stored, logged or shown.
+    A token typed in replaces the kept one, sealed (`submission_auth_save`) before the job is
+    queued: the job reads it from there, so no job row, log or page ever holds it.
     """
     submission = get_submission_for_user(request, pk)
-    if submission.source_kind != Submission.SourceKind.REPOSITORY:
-        messages.error(
-            request, "Only a hand-in fetched from a repository URL can be checked again."
-        )
-        return redirect(submission.get_absolute_url())
-    checked = ref_check(submission, token=request.POST.get("token", "").strip())
-    messages.info(request, f"Checked again: {checked.ref_check_detail}")
-    return redirect(f"{submission.get_absolute_url()}#submission-header")
+    try:
+        job = ref_check_start(submission=submission, token=request.POST.get("token", "").strip())
+    except RefCheckRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.info(request, f"{job.get_kind_display()} queued: the job panel shows it run.")
+    return redirect(f"{submission.get_absolute_url()}#job-panel")
