@@ -105,6 +105,10 @@ def test_check_again_says_the_ref_is_unchanged(client, lead, served) -> None:
 
 
 def test_check_again_reports_a_push_after_the_deadline(client, lead, served) -> None:
+    import json
+
+    from django.core.management import call_command
+
     from tests.git_factories import add_commit
 
     s, repo = served
@@ -113,6 +117,12 @@ def test_check_again_reports_a_push_after_the_deadline(client, lead, served) -> 
     page = _check_again(client, lead, s)
     assert s.ref_check_state == "moved" and s.ref_check_commit == later.decode()
     assert s.source_commit == judged  # what was judged stays
+    report = io.StringIO()
+    call_command("report", str(s.pk), "--format", "json", stdout=report)
+    source = json.loads(report.getvalue())["source"]
+    assert source["commit"] == judged
+    assert source["ref_check"]["state"] == "moved"
+    assert source["ref_check"]["commit"] == later.decode() and source["ref_check"]["checked_at"]
     assert "moved on to" in page and "late fix" in page and "still in its history" in page
 
 

@@ -64,3 +64,39 @@ def test_a_value_saved_in_clear_or_altered_is_refused(settings) -> None:
     sealed = seal(SECRET)
     with pytest.raises(SecretUnreadable):
         unseal(sealed[:-4] + ("AAAA" if not sealed.endswith("AAAA") else "BBBB"))
+
+
+def test_secrets_reseal_moves_kept_tokens_to_the_first_key(
+    settings, assignment, candidate, small_zip
+) -> None:
+    import io
+    from unittest import mock
+
+    from django.core.management import CommandError, call_command
+
+    from submissions.intake.upload import submission_create
+    from submissions.jobs import queue
+    from submissions.models import Submission
+
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    settings.SECRET_STORE_KEYS = [old]
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        s = submission_create(
+            upload=io.BytesIO(small_zip),
+            filename="r.zip",
+            candidate=candidate,
+            assignment=assignment,
+        ).submission
+    Submission.objects.filter(pk=s.pk).update(source_auth_sealed=seal(SECRET))
+    settings.SECRET_STORE_KEYS = [new, old]
+    out = io.StringIO()
+    call_command("secrets_reseal", stdout=out)
+    assert "1 secret(s) sealed again" in out.getvalue()
+    settings.SECRET_STORE_KEYS = [new]
+    s.refresh_from_db()
+    assert unseal(s.source_auth_sealed) == SECRET
+    settings.SECRET_STORE_KEYS = [Fernet.generate_key().decode()]
+    err = io.StringIO()
+    with pytest.raises(CommandError, match="1 secret"):
+        call_command("secrets_reseal", stdout=io.StringIO(), stderr=err)
+    assert SECRET not in err.getvalue() and "does not open" in err.getvalue()
