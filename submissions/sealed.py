@@ -45,7 +45,9 @@ def derive_key(secret_key: str) -> bytes:
     return base64.urlsafe_b64encode(hkdf.derive(secret_key.encode()))
 
 
-def _parse(keys: Iterable[str]) -> list[Fernet]:
+def parse_keys(keys: Iterable[str]) -> list[Fernet]:
+    """The ciphers of SECRET_STORE_KEYS; ImproperlyConfigured names a malformed key by its
+    position (settings call it at boot, so a bad key stops the start, not a later fetch)."""
     found = []
     for index, key in enumerate(keys):
         try:
@@ -64,7 +66,7 @@ def _box() -> tuple[MultiFernet, str]:
     """The cipher for the keys in settings, and where they came from (for messages)."""
     configured = [k for k in getattr(settings, SETTING, []) if k.strip()]
     if configured:
-        return MultiFernet(_parse(configured)), SETTING
+        return MultiFernet(parse_keys(configured)), SETTING
     secret = getattr(settings, "SECRET_KEY", "")
     if not secret:
         raise ImproperlyConfigured(
