@@ -48,7 +48,11 @@ from reviewer.review.scoring import (
 from reviewer.review.verdict import Verdict, chip, verdict_for
 from reviewer.review.worklist import queue_for
 from reviewer.views.access import HtmxHttpRequest, get_submission_for_user
-from submissions.intake.repository import RefCheckRefused, ref_check_start
+from submissions.intake.repository import (
+    RefCheckRefused,
+    ref_check_start,
+    submission_auth_forget,
+)
 from submissions.jobs.rerun import RERUN_KINDS, RerunRefused, submission_rerun
 from submissions.models import Job, Submission
 from submissions.selectors import cohort_others, evidence_context, jobs_context
@@ -565,3 +569,13 @@ def ref_check_view(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.info(request, f"{job.get_kind_display()} queued: the job panel shows it run.")
     return redirect(f"{submission.get_absolute_url()}#job-panel")
+
+
+@login_required
+@require_POST
+def token_forget_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Drop the access token kept (sealed) for a repository submission's *Check again*."""
+    submission = get_submission_for_user(request, pk)
+    submission_auth_forget(submission)
+    messages.info(request, "The access token kept for this repository is forgotten.")
+    return redirect(f"{submission.get_absolute_url()}#submission-header")

@@ -177,8 +177,8 @@ def ref_check(submission: Submission, *, token: str = "") -> Submission:
             detail = detail.replace(token, "***") if token else detail
             if exc.rule == "fetch_failed" and ("401" in exc.detail or "403" in exc.detail):
                 detail += (
-                    "; the access token kept for it was refused: give a new one"
-                    if authorization
+                    "; the access token was refused: give a new one"
+                    if authorization or token
                     else "; a private repository needs an access token: give one"
                 )
     Submission.objects.filter(pk=submission.pk).update(

@@ -299,3 +299,19 @@ def test_a_kept_token_that_no_key_opens_says_so_and_a_new_one_replaces_it(
     assert "give a new one" in s.ref_check_detail
     for text in (page, again, wrong, caplog.text, s.ref_check_detail):
         assert TOKEN not in text and "ghp_wrong" not in text
+
+
+def test_a_kept_token_can_be_forgotten_and_get_changes_nothing(client, lead, served) -> None:
+    s, _ = served
+    _check_again(client, lead, s, token="ghp_ForgetMe0123456789")
+    assert s.source_auth_sealed
+    page = client.get(s.get_absolute_url()).content.decode()
+    assert "Forget the kept token" in page
+    assert client.get(reverse("token_forget", args=[s.pk])).status_code == 405
+    s.refresh_from_db()
+    assert s.source_auth_sealed
+    response = client.post(reverse("token_forget", args=[s.pk]), follow=True)
+    s.refresh_from_db()
+    assert not s.source_auth_sealed
+    assert "is forgotten" in response.content.decode()
+    assert "Forget the kept token" not in response.content.decode()
