@@ -256,7 +256,7 @@ def _verdict(submission: Submission, checks: list, context: dict[str, Any]) -> V
         checks,
         submission_status=submission.status,
         status_reason=submission.status_reason or "",
-        jobs_active=bool(context.get("jobs_active")),
+        jobs_active=bool(context.get("checks_active")),
         rows_total=len(rows) if review is not None else None,
         rows_scored=len(rows) - len(context.get("unscored") or []),
         review_state=review.state if review is not None and review.pk else None,

@@ -315,3 +315,16 @@ def test_a_kept_token_can_be_forgotten_and_get_changes_nothing(client, lead, ser
     assert not s.source_auth_sealed
     assert "is forgotten" in response.content.decode()
     assert "Forget the kept token" not in response.content.decode()
+
+
+def test_a_check_again_running_does_not_say_the_checks_are_running(client, lead, served) -> None:
+    from submissions.models import Job, Submission
+
+    s, _ = served
+    s.jobs.all().update(state=Job.State.PASSED)
+    Submission.objects.filter(pk=s.pk).update(status=Submission.Status.READY)
+    client.force_login(lead)
+    client.post(reverse("ref_check", args=[s.pk]))
+    page = client.get(s.get_absolute_url()).content.decode()
+    assert 'hx-trigger="every 2s"' in page  # the job panel polls for it
+    assert "Checks are running" not in page
