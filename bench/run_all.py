@@ -19,6 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ORDER = [
     "bench_ingest",
+    "bench_git_fetch",
     "bench_vcr",
     "bench_diff",
     "bench_sandbox",

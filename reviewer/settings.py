@@ -10,6 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from reviewer.env import Env, default_storage_setting, load_or_create_secret_key
 from submissions.net.endpoints import parse_endpoints
+from submissions.sealed import parse_keys
 
 env = Env()
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -28,6 +29,11 @@ if not SECRET_KEY:
             "SECRET_KEY must be set when DEBUG is off (production refuses to boot without it)"
         )
     SECRET_KEY = load_or_create_secret_key(DATA_DIR / "secret_key")
+
+# Keys sealing secrets kept at rest (a repository's access token): Fernet keys, the first
+# seals, all open (rotation). Unset: one derived from SECRET_KEY (and SECRET_KEY_FALLBACKS).
+SECRET_STORE_KEYS = env.list("SECRET_STORE_KEYS", [])
+parse_keys(SECRET_STORE_KEYS)
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", [])

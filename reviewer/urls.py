@@ -65,6 +65,7 @@ urlpatterns = [
     ),
     path("submissions/<int:pk>/rerun/", submission.jobs_rerun, name="jobs_rerun"),
     path("submissions/<int:pk>/check-again/", submission.ref_check_view, name="ref_check"),
+    path("submissions/<int:pk>/forget-token/", submission.token_forget_view, name="token_forget"),
     path("submissions/<int:pk>/pins/", submission.note_pin_view, name="note_pin"),
     path("submissions/<int:pk>/diff/", diff.turn_diff, name="turn_diff"),
     path("submissions/<int:pk>/file/", files.submission_file, name="submission_file"),

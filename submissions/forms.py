@@ -59,7 +59,7 @@ class UploadForm(forms.Form):
         max_length=500,
         label="Access token",
         widget=forms.PasswordInput(attrs={"autocomplete": "off"}),
-        help_text="For a private repository: used for this fetch only, never kept or shown.",
+        help_text=("For a private repository: kept encrypted for Check again, never shown again."),
     )
     stub_url = forms.URLField(
         required=False,

@@ -124,6 +124,9 @@ class Submission(models.Model):
     ref_check_state = models.CharField(max_length=20, choices=RefState.choices, blank=True)
     ref_check_commit = models.CharField(max_length=40, blank=True)
     ref_check_detail = models.TextField(blank=True)
+    # The Authorization a private repository was fetched with (its access token), sealed
+    # (`submissions.sealed`): opened only to fetch again on *Check again*; never shown.
+    source_auth_sealed = models.TextField(blank=True, editable=False)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RECEIVED)
     status_reason = models.TextField(blank=True)
     uploaded_by = models.ForeignKey(
@@ -175,6 +178,7 @@ class Job(models.Model):
         TRACE = "trace", "Trace verification"
         PROBE = "probe", "Service probe"
         RERECORD = "rerecord", "Re-record comparison"
+        REFCHECK = "refcheck", "Check again"
         # Used by the test-suite to exercise crashes and timeouts through a real worker.
         SELFTEST = "selftest", "Self-test"
 

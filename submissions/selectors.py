@@ -121,6 +121,9 @@ def jobs_context(submission: Submission) -> dict[str, object]:
         "jobs": jobs,
         "jobs_seen": hashlib.sha256(states.encode()).hexdigest()[:16],
         "jobs_active": any(not job.is_final for job in jobs),
+        # Jobs that will still write checks (a *Check again* or a re-record comparison
+        # running does not make the verdict wait).
+        "checks_active": any(not job.is_final and job.kind not in _WRITE_NO_CHECKS for job in jobs),
         "queue_unreachable": any(
             job.enqueue_error and job.state == Job.State.QUEUED for job in jobs
         ),
@@ -128,7 +131,7 @@ def jobs_context(submission: Submission) -> dict[str, object]:
 
 
 # Jobs of a submission that write no check (the checks section does not wait for them).
-_WRITE_NO_CHECKS = frozenset({Job.Kind.RERECORD, Job.Kind.SELFTEST})
+_WRITE_NO_CHECKS = frozenset({Job.Kind.RERECORD, Job.Kind.REFCHECK, Job.Kind.SELFTEST})
 
 
 def evidence_context(

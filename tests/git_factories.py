@@ -1,15 +1,21 @@
-"""Git repositories and bundles built with dulwich's own API (no git program), for tests."""
+"""Git repositories and bundles built with dulwich's own API (no git program), for tests;
+and the two servers a fetch is tested against: dulwich's own, and git's `http-backend`
+(the server side only: no git program ever touches a hand-in on our side)."""
 
 from __future__ import annotations
 
 import base64
 import contextlib
 import io
+import os
+import shutil
 import struct
+import subprocess
 import threading
 import zlib
 from collections.abc import Iterator
 from hashlib import sha1
+from pathlib import Path
 
 from dulwich.bundle import create_bundle_from_repo, write_bundle
 from dulwich.objects import Blob, Commit, Tree
@@ -93,39 +99,118 @@ def add_commit(
     return commit.id
 
 
-@contextlib.contextmanager
-def serve_repository(repo: MemoryRepo, *, token: str = "") -> Iterator[str]:
-    """dulwich's own smart-HTTP server on loopback, serving `repo` at /repo.git; with
-    `token`, only to requests that send it (Basic authentication's password), else 401."""
-    from wsgiref.simple_server import WSGIRequestHandler, make_server
+def _token_sent(environ: dict, token: str) -> bool:
+    sent = environ.get("HTTP_AUTHORIZATION", "")
+    return sent.startswith("Basic ") and (
+        base64.b64decode(sent[6:]).decode().partition(":")[2] == token
+    )
 
-    from dulwich.server import DictBackend
-    from dulwich.web import make_wsgi_chain
+
+@contextlib.contextmanager
+def _serve(app) -> Iterator[int]:
+    """A WSGI app on a loopback port (a thread per request), quiet; yields the port."""
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
     class Quiet(WSGIRequestHandler):
         def log_message(self, *args) -> None:
             pass
 
+    class Threaded(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+
+    server = make_server("127.0.0.1", 0, app, server_class=Threaded, handler_class=Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_port
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def git_available() -> bool:
+    return shutil.which("git") is not None
+
+
+def git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """Run git in `cwd` (test and bench set-up only: building and serving repositories)."""
+    base = {
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "HOME": str(cwd),
+        "GIT_AUTHOR_NAME": "Ada",
+        "GIT_AUTHOR_EMAIL": "ada@example.invalid",
+        "GIT_COMMITTER_NAME": "Ada",
+        "GIT_COMMITTER_EMAIL": "ada@example.invalid",
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    }
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env={**base, **(env or {})}, capture_output=True, check=True
+    )
+    return done.stdout.decode()
+
+
+@contextlib.contextmanager
+def serve_git_http(root: Path, *, token: str = "") -> Iterator[str]:
+    """git's own smart-HTTP server (`git http-backend`, as CGI) on loopback, serving the
+    bare repositories under `root`; yields the base URL (add `/<name>.git`). With `token`,
+    only requests that send it (Basic authentication's password) are answered, else 401."""
+
+    def app(environ, start_response):
+        if token and not _token_sent(environ, token):
+            start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="git"')])
+            return [b"authentication required"]
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        cgi = {
+            "GIT_PROJECT_ROOT": str(root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(root),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "REQUEST_METHOD": environ["REQUEST_METHOD"],
+            "PATH_INFO": environ.get("PATH_INFO", ""),
+            "QUERY_STRING": environ.get("QUERY_STRING", ""),
+            "CONTENT_TYPE": environ.get("CONTENT_TYPE", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "REMOTE_ADDR": "127.0.0.1",
+            "GIT_PROTOCOL": environ.get("HTTP_GIT_PROTOCOL", ""),
+        }
+        out = subprocess.run(
+            ["git", "http-backend"], input=body, env=cgi, capture_output=True, check=False
+        ).stdout
+        head, _, payload = out.partition(b"\r\n\r\n")
+        status, headers = "200 OK", []
+        for line in head.decode("latin-1").split("\r\n"):
+            name, _, value = line.partition(":")
+            if name.lower() == "status":
+                status = value.strip()
+            elif name:
+                headers.append((name, value.strip()))
+        start_response(status, headers)
+        return [payload]
+
+    with _serve(app) as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+@contextlib.contextmanager
+def serve_repository(repo: MemoryRepo, *, token: str = "") -> Iterator[str]:
+    """dulwich's own smart-HTTP server on loopback, serving `repo` at /repo.git; with
+    `token`, only to requests that send it (Basic authentication's password), else 401."""
+    from dulwich.server import DictBackend
+    from dulwich.web import make_wsgi_chain
+
     served = make_wsgi_chain(DictBackend({"/repo.git": repo}))
 
     def app(environ, start_response):
-        sent = environ.get("HTTP_AUTHORIZATION", "")
-        if token and not (
-            sent.startswith("Basic ")
-            and base64.b64decode(sent[6:]).decode().partition(":")[2] == token
-        ):
+        if token and not _token_sent(environ, token):
             start_response("401 Unauthorized", [("WWW-Authenticate", 'Basic realm="git"')])
             return [b"authentication required"]
         return served(environ, start_response)
 
-    server = make_server("127.0.0.1", 0, app, handler_class=Quiet)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/repo.git"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _serve(app) as port:
+        yield f"http://127.0.0.1:{port}/repo.git"
 
 
 def make_bundle(commits: list[dict[str, Entry]], **kwargs) -> bytes:

@@ -289,7 +289,8 @@ TIERS: dict[str, list[tuple[str, ...]]] = {
          "submissions.assignments", "submissions.conversations", "submissions.selectors"),
         ("submissions.sandbox", "submissions.deps", "submissions.net"),
         ("submissions.jobs",),  # what a handler sees, job states, the queue
-        ("submissions.models", "submissions.blobs", "submissions.redact", "submissions.roles"),
+        ("submissions.models", "submissions.blobs", "submissions.redact", "submissions.roles",
+         "submissions.sealed"),
     ],
     "cassettes_app": [
         ("cassettes_app.pairing", "cassettes_app.diff", "cassettes_app.apps",

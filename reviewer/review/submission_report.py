@@ -52,6 +52,15 @@ def report_build(submission: Submission) -> dict[str, Any]:
                 submission.source_commit_time.isoformat() if submission.source_commit_time else ""
             ),
             "commit_subject": submission.source_commit_subject,
+            # Where the repository's ref pointed at the last *Check again*: never what was
+            # judged (the commit above), and never the access token kept for it.
+            "ref_check": {
+                "state": submission.ref_check_state,
+                "commit": submission.ref_check_commit,
+                "checked_at": (
+                    submission.ref_checked_at.isoformat() if submission.ref_checked_at else ""
+                ),
+            },
         },
         "status": submission.status,
         "checks": checks,

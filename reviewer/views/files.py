@@ -14,7 +14,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
 from reviewer.views.access import get_submission_for_user
-from submissions.intake.stored import MemberRefused, member_read
+from submissions.intake.stored import MemberRefused, member_read, stored_commit
 from submissions.models import RunFile, Submission
 from submissions.redact import redact_text
 
@@ -57,9 +57,21 @@ def submission_file(request: HttpRequest, pk: int) -> HttpResponse:
     line_param = request.GET.get("line", "")
     lit = int(line_param) if line_param.isdigit() else None
     context: dict[str, object] = {"submission": submission, "path": path, "lit": lit}
+    # ?commit=<full id>: the file at another commit of a git hand-in's stored history (the
+    # commits cassettes.provenance names); the judged commit otherwise.
+    commit = request.GET.get("commit", "")
+    if commit == submission.source_commit:
+        commit = ""
     try:
-        member = member_read(submission, path, limit=MAX_BYTES)
+        if commit:
+            context["other_commit"] = stored_commit(submission, commit)
+        member = member_read(submission, path, limit=MAX_BYTES, commit=commit)
     except MemberRefused as exc:
+        if commit:  # a file at another commit is never looked for among run outputs
+            context["refused"] = exc.reason
+            return render(
+                request, "reviewer/file.html", context, status=413 if exc.too_large else 404
+            )
         # A path no file can have (a NUL, which PostgreSQL cannot even compare) is not
         # looked up among the kept run outputs either.
         lookup = not exc.too_large and "\x00" not in path

@@ -48,7 +48,11 @@ from reviewer.review.scoring import (
 from reviewer.review.verdict import Verdict, chip, verdict_for
 from reviewer.review.worklist import queue_for
 from reviewer.views.access import HtmxHttpRequest, get_submission_for_user
-from submissions.intake.repository import ref_check
+from submissions.intake.repository import (
+    RefCheckRefused,
+    ref_check_start,
+    submission_auth_forget,
+)
 from submissions.jobs.rerun import RERUN_KINDS, RerunRefused, submission_rerun
 from submissions.models import Job, Submission
 from submissions.selectors import cohort_others, evidence_context, jobs_context
@@ -252,7 +256,7 @@ def _verdict(submission: Submission, checks: list, context: dict[str, Any]) -> V
         checks,
         submission_status=submission.status,
         status_reason=submission.status_reason or "",
-        jobs_active=bool(context.get("jobs_active")),
+        jobs_active=bool(context.get("checks_active")),
         rows_total=len(rows) if review is not None else None,
         rows_scored=len(rows) - len(context.get("unscored") or []),
         review_state=review.state if review is not None and review.pk else None,
@@ -552,16 +556,26 @@ def jobs_rerun(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def ref_check_view(request: HttpRequest, pk: int) -> HttpResponse:
-    """Fetch a repository submission's ref again; say whether it moved. Judges nothing anew.
+    """Queue *Check again* of a repository submission's ref; the job panel shows it run.
 
-    The token field, when filled, is used for this fetch only: never stored, logged or shown.
+    A token typed in replaces the kept one, sealed (`submission_auth_save`) before the job is
+    queued: the job reads it from there, so no job row, log or page ever holds it.
     """
     submission = get_submission_for_user(request, pk)
-    if submission.source_kind != Submission.SourceKind.REPOSITORY:
-        messages.error(
-            request, "Only a hand-in fetched from a repository URL can be checked again."
-        )
-        return redirect(submission.get_absolute_url())
-    checked = ref_check(submission, token=request.POST.get("token", "").strip())
-    messages.info(request, f"Checked again: {checked.ref_check_detail}")
+    try:
+        job = ref_check_start(submission=submission, token=request.POST.get("token", "").strip())
+    except RefCheckRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.info(request, f"{job.get_kind_display()} queued: the job panel shows it run.")
+    return redirect(f"{submission.get_absolute_url()}#job-panel")
+
+
+@login_required
+@require_POST
+def token_forget_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Drop the access token kept (sealed) for a repository submission's *Check again*."""
+    submission = get_submission_for_user(request, pk)
+    submission_auth_forget(submission)
+    messages.info(request, "The access token kept for this repository is forgotten.")
     return redirect(f"{submission.get_absolute_url()}#submission-header")

@@ -10,11 +10,12 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
+from django.db import transaction
 from django.utils import timezone
 from dulwich.objects import Commit, ObjectID
 
 from submissions.intake.archive import ArchiveRejected
-from submissions.intake.git.fetch import fetch_bundle, split_credentials
+from submissions.intake.git.fetch import fetch_bundle, split_credentials, token_authorization
 from submissions.intake.git.objects import Objects, commit_subject, read_bundle, resolve_ref
 from submissions.intake.trees import git_limits
 from submissions.intake.upload import (
@@ -24,7 +25,9 @@ from submissions.intake.upload import (
     submission_create,
     upload_scratch,
 )
-from submissions.models import Assignment, Candidate, Submission
+from submissions.jobs.queue import job_create
+from submissions.models import Assignment, Candidate, Job, Submission
+from submissions.sealed import SecretUnreadable, seal, unseal
 
 
 def repository_name(url: str) -> str:
@@ -46,11 +49,13 @@ def submission_from_repository(
 ) -> IntakeResult:
     """Fetch a repository's ref and store it as a submission judged at one commit.
 
-    `token` (an access token for a private repository) is used for this fetch only.
+    `token` (an access token for a private repository), or credentials in the URL, are
+    kept sealed on the submission for *Check again* (`submission_auth_save`), never in clear.
 
     A fetch the guard refuses, or that fails, stores nothing: UploadRejected with the rule.
     """
-    bare, _ = split_credentials(url)
+    bare, url_auth = split_credentials(url)
+    authorization = token_authorization(token) if token else (url_auth or "")
     with upload_scratch("fetch-") as scratch:
         bundle = scratch / "repository.bundle"
         try:
@@ -67,7 +72,7 @@ def submission_from_repository(
             raise UploadRejected(detail.replace(token, "***") if token else detail) from None
         source = GitSource(Submission.SourceKind.REPOSITORY, bare, name, before)
         with bundle.open("rb") as handle:
-            return submission_create(
+            result = submission_create(
                 upload=handle,
                 filename=repository_name(bare),
                 candidate=candidate,
@@ -76,6 +81,22 @@ def submission_from_repository(
                 uploaded_by=uploaded_by,
                 source=source,
             )
+    if authorization and result.submission.source_kind == Submission.SourceKind.REPOSITORY:
+        submission_auth_save(result.submission, authorization=authorization)
+    return result
+
+
+def submission_auth_save(submission: Submission, *, authorization: str) -> None:
+    """Keep the Authorization a repository was fetched with, sealed (the newest one wins)."""
+    sealed = seal(authorization)
+    Submission.objects.filter(pk=submission.pk).update(source_auth_sealed=sealed)
+    submission.source_auth_sealed = sealed
+
+
+def submission_auth_forget(submission: Submission) -> None:
+    """Drop a repository's kept access token."""
+    Submission.objects.filter(pk=submission.pk).update(source_auth_sealed="")
+    submission.source_auth_sealed = ""
 
 
 def _is_ancestor(objects: Objects, tip: Commit, wanted: str, limit: int) -> bool:
@@ -98,7 +119,7 @@ def _is_ancestor(objects: Objects, tip: Commit, wanted: str, limit: int) -> bool
     return False
 
 
-def _ref_now(submission: Submission, token: str) -> tuple[str, str, str]:
+def _ref_now(submission: Submission, token: str, authorization: str) -> tuple[str, str, str]:
     """(state, the ref's commit now, detail) of one fetch of the submission's ref."""
     limits = git_limits()
     with upload_scratch("check-") as scratch:
@@ -110,6 +131,7 @@ def _ref_now(submission: Submission, token: str) -> tuple[str, str, str]:
             allow=list(settings.OUTBOUND_ALLOW),
             limits=limits,
             token=token,
+            authorization=authorization,
         )
         objects = read_bundle(bundle.read_bytes(), limits)
     name, tip = resolve_ref(objects, None)
@@ -135,18 +157,30 @@ def _ref_now(submission: Submission, token: str) -> tuple[str, str, str]:
 def ref_check(submission: Submission, *, token: str = "") -> Submission:
     """Fetch a repository submission's ref again and store where it points now.
 
-    What was judged (the commit, the checks) never changes. `token` is used for this fetch
-    only: it is neither stored nor logged, and no message holds it.
+    What was judged (the commit, the checks) never changes. `token`, when given, is used
+    for this fetch; without it the sealed one kept from intake (if any) is. No message
+    holds either.
     """
     if submission.source_kind != Submission.SourceKind.REPOSITORY or not submission.source_url:
         raise ValueError("only a submission fetched from a repository URL can be checked again")
+    state: str
     try:
-        state, now, detail = _ref_now(submission, token)
-    except ArchiveRejected as exc:
-        state, now = Submission.RefState.FAILED, ""
-        detail = str(exc).replace(token, "***") if token else str(exc)
-        if exc.rule == "fetch_failed" and ("401" in exc.detail or "403" in exc.detail):
-            detail += "; a private repository needs its access token again: tokens are not kept"
+        authorization = "" if token else unseal(submission.source_auth_sealed)
+    except SecretUnreadable as exc:
+        state, now, detail = Submission.RefState.FAILED, "", f"not fetched: {exc}"
+    else:
+        try:
+            state, now, detail = _ref_now(submission, token, authorization)
+        except ArchiveRejected as exc:
+            state, now = Submission.RefState.FAILED, ""
+            detail = f"{exc.detail} ({exc.rule})"
+            detail = detail.replace(token, "***") if token else detail
+            if exc.rule == "fetch_failed" and ("401" in exc.detail or "403" in exc.detail):
+                detail += (
+                    "; the access token was refused: give a new one"
+                    if authorization or token
+                    else "; a private repository needs an access token: give one"
+                )
     Submission.objects.filter(pk=submission.pk).update(
         ref_checked_at=timezone.now(),
         ref_check_state=state,
@@ -155,3 +189,22 @@ def ref_check(submission: Submission, *, token: str = "") -> Submission:
     )
     submission.refresh_from_db()
     return submission
+
+
+class RefCheckRefused(Exception):
+    """*Check again* cannot start: the message says why."""
+
+
+def ref_check_start(*, submission: Submission, token: str = "") -> Job:
+    """Queue a *Check again* job; a `token` given replaces the kept one (sealed) first.
+
+    One at a time per submission: while one is queued or running, it is the one returned.
+    """
+    if submission.source_kind != Submission.SourceKind.REPOSITORY or not submission.source_url:
+        raise RefCheckRefused("Only a hand-in fetched from a repository URL can be checked again.")
+    with transaction.atomic():
+        locked = Submission.objects.select_for_update().get(pk=submission.pk)
+        if token:
+            submission_auth_save(locked, authorization=token_authorization(token))
+        running = locked.jobs.filter(kind=Job.Kind.REFCHECK).exclude(state__in=Job.FINAL_STATES)
+        return running.first() or job_create(submission=locked, kind=Job.Kind.REFCHECK)

@@ -14,15 +14,19 @@ the path are inflated), never more than the viewer's limit, and a file over the 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import hashlib
 import os
+import re
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 from django.core.cache import caches
 from django.core.files.storage import FileSystemStorage, default_storage
+from dulwich.objects import Commit, ObjectID
 
 from submissions.intake.archive import ArchiveRejected, detect_format
 from submissions.intake.archive.members import (
@@ -33,10 +37,17 @@ from submissions.intake.archive.members import (
     read_member,
 )
 from submissions.intake.git import is_bundle
-from submissions.intake.git.objects import Objects, read_bundle_indexed, resolve_ref
+from submissions.intake.git.objects import (
+    Objects,
+    commit_subject,
+    read_bundle_indexed,
+    resolve_ref,
+)
 from submissions.intake.git.tree import tree_blob, tree_files
 from submissions.intake.trees import CHUNK, git_limits, intake_limits
 from submissions.models import Submission
+
+_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 class MemberRefused(Exception):
@@ -48,8 +59,21 @@ class MemberRefused(Exception):
         self.too_large = too_large
 
 
-def member_read(submission: Submission, path: str, *, limit: int) -> Member:
-    """The first `limit` bytes of the submission's file at `path`, and its size."""
+@dataclass(frozen=True)
+class StoredCommit:
+    """A commit of a git hand-in's stored history, as the file viewer names it."""
+
+    sha: str
+    subject: str
+    time: datetime.datetime
+
+
+def member_read(submission: Submission, path: str, *, limit: int, commit: str = "") -> Member:
+    """The first `limit` bytes of the submission's file at `path`, and its size.
+
+    `commit` (a full commit id) reads the file at another commit of a git hand-in's stored
+    history (the commits `cassettes.provenance` names); the judged commit otherwise.
+    """
     if not _is_relative(path):
         raise MemberRefused("not a path inside the submission")
     limits = intake_limits()
@@ -57,8 +81,8 @@ def member_read(submission: Submission, path: str, *, limit: int) -> Member:
         local = _local_archive(submission)
         if submission.source_commit:
             with _bundle(submission, local) as objects:
-                _, commit = resolve_ref(objects, submission.source_commit)
-                blob = tree_blob(objects, commit, path, limits)
+                found = _stored_commit(objects, commit or submission.source_commit)
+                blob = tree_blob(objects, found, path, limits)
                 check_size(blob.raw_length(), limits, path)
                 data = blob.as_raw_string()
                 return Member(data[:limit], len(data))
@@ -69,6 +93,36 @@ def member_read(submission: Submission, path: str, *, limit: int) -> Member:
         raise MemberRefused(exc.detail, too_large=exc.rule == "file_too_large") from exc
     except LookupError as exc:  # NoSuchMember, and a git tree's own reasons
         raise MemberRefused(str(exc)) from exc
+
+
+def stored_commit(submission: Submission, commit: str) -> StoredCommit:
+    """A commit of the submission's stored history, by full id; MemberRefused if not there."""
+    if not submission.source_commit:
+        raise MemberRefused("an archive has no history: only its one tree can be shown")
+    try:
+        with _bundle(submission, _local_archive(submission)) as objects:
+            found = _stored_commit(objects, commit)
+    except ArchiveRejected as exc:
+        raise MemberRefused(exc.detail) from exc
+    return StoredCommit(
+        found.id.decode(),
+        commit_subject(found),
+        datetime.datetime.fromtimestamp(found.commit_time, datetime.UTC),
+    )
+
+
+def _stored_commit(objects: Objects, commit: str) -> Commit:
+    """The commit `commit` names in the stored pack: a full id only (no ref, no prefix, so
+    a link names one commit for good)."""
+    if not _SHA.fullmatch(commit):
+        raise MemberRefused("not a commit id (40 hex digits)")
+    try:
+        found = objects.store[ObjectID(commit.encode())]
+    except KeyError:
+        found = None
+    if not isinstance(found, Commit):
+        raise MemberRefused("no such commit in the stored history")
+    return found
 
 
 def member_paths(submission: Submission) -> frozenset[str]:
@@ -211,4 +265,12 @@ def cache_evict(folder: Path, cap: int, *, keep: Path | None = None) -> list[Pat
     return gone
 
 
-__all__ = ["Member", "MemberRefused", "NoSuchMember", "member_paths", "member_read"]
+__all__ = [
+    "Member",
+    "MemberRefused",
+    "NoSuchMember",
+    "StoredCommit",
+    "member_paths",
+    "member_read",
+    "stored_commit",
+]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from submissions.jobs.types import Handler
 from submissions.models import Job
-from submissions.runs import analysis, intake, probe, replay, rerecord, selftest, trace
+from submissions.runs import analysis, intake, probe, refcheck, replay, rerecord, selftest, trace
 
 HANDLERS: dict[str, Handler] = {
     Job.Kind.INTAKE: intake.intake_run,
@@ -13,5 +13,6 @@ HANDLERS: dict[str, Handler] = {
     Job.Kind.TRACE: trace.trace_run,
     Job.Kind.PROBE: probe.probe_run,
     Job.Kind.RERECORD: rerecord.rerecord_run,
+    Job.Kind.REFCHECK: refcheck.refcheck_run,
     Job.Kind.SELFTEST: selftest.selftest_run,
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import shutil
@@ -271,6 +272,11 @@ def test_a_repository_url_on_an_allowed_loopback_is_fetched_at_its_head(
     assert s.archive_name == "repo.bundle"
     assert (tree_path(s) / "v.txt").read_text() == "two"
     assert "s3cr3t" not in s.archive.read().decode("latin-1")
+    # the URL's credentials are kept sealed for Check again, never in clear
+    from submissions.sealed import unseal
+
+    assert s.source_auth_sealed and "s3cr3t" not in s.source_auth_sealed
+    assert base64.b64decode(unseal(s.source_auth_sealed)[6:]) == b"ada:s3cr3t-token"
     again = submission_from_repository(url=url, candidate=candidate, assignment=assignment)
     assert not again.created and again.submission.pk == s.pk
 

@@ -81,6 +81,54 @@ def test_a_cassette_edited_later_with_its_time_kept_fails_naming_both_commits(va
     assert "2023-11-14" in edit["changed_in"]["date"]  # the commit's own date, shown
 
 
+def test_both_commits_are_linked_and_the_viewer_shows_the_file_at_each(
+    values, client, lead
+) -> None:
+    from django.urls import reverse
+
+    commits = [
+        {**CODE, PATH: _cassette("billing", "2024-05-01T10:00:00Z")},
+        {**CODE, PATH: _cassette("<b>shipping</b>", "2024-05-01T10:00:00Z")},
+        {**CODE, PATH: _cassette("<b>shipping</b>", "2024-05-01T10:00:00Z"), "late.txt": "x"},
+    ]
+    data = make_bundle(commits, messages=["record cassettes", "fix <i>the</i> answer", "more"])
+    submission, checks = _checks(values, data)
+    edit = checks[PROVENANCE].evidence[0]
+    recorded, changed = edit["recorded_in"]["commit"], edit["changed_in"]["commit"]
+    client.force_login(lead)
+    page = client.get(submission.get_absolute_url()).content.decode()
+    viewer = reverse("submission_file", args=[submission.pk])
+    for sha in (recorded, changed):
+        assert f"{viewer}?path=cassettes/{KEY}.json&amp;commit={sha}" in page
+    before = client.get(viewer, {"path": PATH, "commit": recorded}).content.decode()
+    after = client.get(viewer, {"path": PATH, "commit": changed}).content.decode()
+    assert "billing" in before and "shipping" not in before and "not the commit judged" in before
+    assert "&lt;b&gt;shipping" in after and "<b>shipping" not in after  # escaped
+    assert "fix &lt;i&gt;the&lt;/i&gt; answer" in after
+    judged = client.get(viewer, {"path": "late.txt"})
+    assert judged.status_code == 200 and "the commit judged" in judged.content.decode()
+    # late.txt is not at the earlier commit; a made-up commit and a prefix are refused
+    assert client.get(viewer, {"path": "late.txt", "commit": recorded}).status_code == 404
+    missing = client.get(viewer, {"path": PATH, "commit": "f" * 40})
+    assert missing.status_code == 404 and "no such commit" in missing.content.decode()
+    short = client.get(viewer, {"path": PATH, "commit": recorded[:10]})
+    assert short.status_code == 404 and "40 hex digits" in short.content.decode()
+
+
+def test_the_viewer_refuses_a_commit_for_an_archive(values, client, lead) -> None:
+    from django.urls import reverse
+
+    from tests.archive_factories import zip_bytes
+
+    submission, _ = _checks(
+        values, zip_bytes({PATH: _cassette("a", "2024-05-01T10:00:00Z").encode()})
+    )
+    client.force_login(lead)
+    viewer = reverse("submission_file", args=[submission.pk])
+    shown = client.get(viewer, {"path": PATH, "commit": "a" * 40})
+    assert shown.status_code == 404 and "an archive has no history" in shown.content.decode()
+
+
 def test_a_re_recorded_cassette_passes(values) -> None:
     commits = [
         {**CODE, PATH: _cassette("billing", "2024-05-01T10:00:00Z")},

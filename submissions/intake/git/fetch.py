@@ -124,6 +124,12 @@ class _GuardedClient(AbstractHttpGitClient):
         return _Response(response.status, headers_in, url, final), io.BytesIO(response.body).read
 
 
+def token_authorization(token: str) -> str:
+    """The Authorization header an access token is sent in: Basic, the token as password
+    (the form git hosts take one in)."""
+    return "Basic " + base64.b64encode(f"{TOKEN_USER}:{token}".encode()).decode()
+
+
 def fetch_bundle(
     url: str,
     dest: Path,
@@ -133,17 +139,21 @@ def fetch_bundle(
     limits: GitLimits,
     timeout: float = FETCH_TIMEOUT,
     token: str = "",
+    authorization: str = "",
 ) -> str:
     """Fetch one ref of the repository at `url` and write it to `dest` as a bundle.
 
     `token`, when given, is sent as the password of Basic authentication (the form hosts
-    take an access token in). Returns the ref's full name. Raises ArchiveRejected with
+    take an access token in); `authorization`, a whole header value kept from an earlier
+    fetch, when no token is given. Returns the ref's full name. Raises ArchiveRejected with
     `fetch_refused` (the guard said no), `fetch_failed` (the network or the server did),
     `no_such_ref` or `pack_too_large`.
     """
     bare, auth = split_credentials(url)
     if token:
-        auth = "Basic " + base64.b64encode(f"{TOKEN_USER}:{token}".encode()).decode()
+        auth = token_authorization(token)
+    elif authorization and auth is None:
+        auth = authorization
     check_scheme(bare, allow)
     cap = limits.max_pack_bytes
     pack = bytearray()
@@ -173,7 +183,10 @@ def fetch_bundle(
         raise ArchiveRejected("fetch_refused", str(exc)) from None
     except (OutboundError, GitProtocolError, HangupException, NotGitRepository) as exc:
         detail = str(exc) or type(exc).__name__
-        raise ArchiveRejected("fetch_failed", f"the repository did not fetch: {detail}") from None
+        host = urlsplit(bare).netloc  # credentials already stripped: never in a message
+        raise ArchiveRejected(
+            "fetch_failed", f"the repository at {host} did not fetch: {detail}"
+        ) from None
     name, sha = chosen[0]
     if name == b"HEAD":
         name = bytes(result.symrefs.get(Ref(b"HEAD"), b"HEAD"))
