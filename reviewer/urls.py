@@ -71,5 +71,7 @@ urlpatterns = [
     path("submissions/<int:pk>/report.html", share.submission_report, name="submission_report"),
     path("submissions/<int:pk>/rerecords/", diff.rerecord_upload, name="rerecord_upload"),
     path("submissions/<int:pk>/rerecords/<int:rid>/", diff.rerecord_detail, name="rerecord"),
+    path("submissions/<int:pk>/spot-checks/", diff.spot_check_start, name="spot_check_start"),
+    path("submissions/<int:pk>/spot-checks/<int:sid>/", diff.spot_check_detail, name="spot_check"),
     path("admin/", admin.site.urls),
 ]

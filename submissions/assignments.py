@@ -82,7 +82,14 @@ _STR_KEYS = {
     "service_start_command",
     "rubric",
 }
-_LIST_KEYS = {"graded_outputs", "recordings", "traces", "ledgers", "volatile_fields"}
+_LIST_KEYS = {
+    "graded_outputs",
+    "graded_fields",
+    "recordings",
+    "traces",
+    "ledgers",
+    "volatile_fields",
+}
 # `assignments/new/` is the new-assignment page, so no assignment may be called that.
 RESERVED_SLUGS = frozenset({"new"})
 _ALLOWED = {

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from submissions.jobs.types import Handler
 from submissions.models import Job
-from submissions.runs import analysis, intake, probe, replay, rerecord, selftest, trace
+from submissions.runs import (
+    analysis,
+    intake,
+    probe,
+    replay,
+    rerecord,
+    selftest,
+    spot_check,
+    trace,
+)
 
 HANDLERS: dict[str, Handler] = {
     Job.Kind.INTAKE: intake.intake_run,
@@ -14,4 +23,5 @@ HANDLERS: dict[str, Handler] = {
     Job.Kind.PROBE: probe.probe_run,
     Job.Kind.RERECORD: rerecord.rerecord_run,
     Job.Kind.SELFTEST: selftest.selftest_run,
+    Job.Kind.SPOT_CHECK: spot_check.spot_check_job_run,
 }
