@@ -43,6 +43,10 @@ class Assignment(models.Model):
     # Keys of a JSON answer the hand-in is graded on (`intent`, `needs_human`): a live spot
     # check calls out their drift apart from the rest.
     graded_fields = models.JSONField(default=list, blank=True)
+    # The hand-in's own record mode, run in the sandbox behind the model proxy (record pass),
+    # and the variables its sandbox sees: name -> base_url | origin | key (the placeholder).
+    record_command = models.TextField(blank=True)
+    record_env = models.JSONField(default=dict, blank=True)
     stale_after_days = models.PositiveIntegerField(default=42)
     expected_model = models.CharField(max_length=200, blank=True)
     id_pattern = models.CharField(max_length=200, default=DEFAULT_ID_PATTERN)
@@ -179,6 +183,7 @@ class Job(models.Model):
         PROBE = "probe", "Service probe"
         RERECORD = "rerecord", "Re-record comparison"
         SPOT_CHECK = "spot_check", "Live spot check"
+        RECORD = "record", "Record pass"
         # Used by the test-suite to exercise crashes and timeouts through a real worker.
         SELFTEST = "selftest", "Self-test"
 
@@ -509,6 +514,9 @@ class Rerecord(models.Model):
     changed_count = models.PositiveIntegerField(default=0)
     only_original = models.PositiveIntegerField(default=0)
     only_rerecorded = models.PositiveIntegerField(default=0)
+    # Made by a record pass in the sandbox (not uploaded): its exit, the proxy's exchanges,
+    # calls and tokens, and the hand-in's declared cap (see submissions.intake.record_pass).
+    record_pass = models.JSONField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -44,7 +44,7 @@ from submissions.models import Interaction, Job, Recording, SpotCheck, Submissio
 from submissions.net.endpoints import Endpoint, EndpointKeyMissing, endpoint_key
 from submissions.net.outbound import OutboundError, OutboundRefused
 from submissions.net.reask import reask
-from submissions.redact import redact_text
+from submissions.redact import json_storable, redact_text
 
 logger = logging.getLogger(__name__)
 
@@ -413,7 +413,7 @@ def spot_check_run(
             status=SpotCheck.Status.ERROR if outcome.status == "error" else SpotCheck.Status.READY,
             check_status=outcome.status,
             summary=outcome.summary,
-            results=_scrubbed(judged.results, key),
+            results=json_storable(_scrubbed(judged.results, key)),
             calls=judged.budget.made,
             tokens=judged.budget.tokens,
         )

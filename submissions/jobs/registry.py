@@ -8,6 +8,7 @@ from submissions.runs import (
     analysis,
     intake,
     probe,
+    record,
     replay,
     rerecord,
     selftest,
@@ -24,4 +25,5 @@ HANDLERS: dict[str, Handler] = {
     Job.Kind.RERECORD: rerecord.rerecord_run,
     Job.Kind.SELFTEST: selftest.selftest_run,
     Job.Kind.SPOT_CHECK: spot_check.spot_check_job_run,
+    Job.Kind.RECORD: record.record_run,
 }

@@ -196,3 +196,38 @@ def test_a_model_the_guard_refuses_is_never_reached(relay) -> None:
         assert model.seen == []
     finally:
         model.close()
+
+
+def test_the_sandbox_sees_the_relay_and_the_placeholder_never_the_key(tmp_path: Path) -> None:
+    from submissions.assignments import DEFAULT_RECORD_ENV
+    from submissions.intake.record_pass import sandbox_env
+
+    proxy = ModelProxy(endpoint=_endpoint("https://api.example.com/v1"), key=KEY,
+                       socket_path=tmp_path / "s")  # fmt: skip
+    env = sandbox_env(DEFAULT_RECORD_ENV, proxy)
+    assert env["OPENAI_BASE_URL"] == "http://127.0.0.1:8765/v1"
+    assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8765"
+    assert env["OPENAI_API_KEY"] == PLACEHOLDER and KEY not in json.dumps(env)
+
+
+def test_the_hand_ins_declared_record_cap_is_read_with_its_place(tmp_path: Path) -> None:
+    from submissions.intake.record_pass import declared_cap
+
+    assert declared_cap(tmp_path) is None
+    (tmp_path / "Makefile").write_text("record:\n\tMAX_CALLS=20 python record.py\n")
+    assert declared_cap(tmp_path) == {"calls": 20, "path": "Makefile", "line": 2}
+    (tmp_path / "REPLAY.md").write_text("# Replay\n\nThe record cap is 5 calls.\n")
+    assert declared_cap(tmp_path) == {"calls": 5, "path": "REPLAY.md", "line": 3}
+    (tmp_path / "README.md").symlink_to("/etc/passwd")  # never followed
+    assert declared_cap(tmp_path)["path"] == "REPLAY.md"
+
+
+def test_record_env_in_an_assignment_file_is_checked() -> None:
+    from submissions.assignments import AssignmentError, assignment_values
+
+    base = {"slug": "r", "title": "R", "record_command": "make record"}
+    values = assignment_values({**base, "record_env": {"LLM_URL": "base_url", "LLM_KEY": "key"}})
+    assert values["record_command"] == "make record"
+    assert values["record_env"] == {"LLM_URL": "base_url", "LLM_KEY": "key"}
+    with pytest.raises(AssignmentError, match=r"record_env\.LLM_KEY"):
+        assignment_values({**base, "record_env": {"LLM_KEY": KEY}})
