@@ -47,6 +47,12 @@ class Assignment(models.Model):
     # and the variables its sandbox sees: name -> base_url | origin | key (the placeholder).
     record_command = models.TextField(blank=True)
     record_env = models.JSONField(default=dict, blank=True)
+    # The assignment's own reference hand-in (the demo's, a sample solution), spot-checked
+    # every so many days by the scheduler (0: never), so stale recordings show as drift.
+    reference_submission = models.ForeignKey(
+        "Submission", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    spot_check_every_days = models.PositiveSmallIntegerField(default=0)
     stale_after_days = models.PositiveIntegerField(default=42)
     expected_model = models.CharField(max_length=200, blank=True)
     id_pattern = models.CharField(max_length=200, default=DEFAULT_ID_PATTERN)
@@ -658,6 +664,7 @@ class SpotCheck(models.Model):
     sample = models.PositiveSmallIntegerField(default=0)  # how many to sample, when none chosen
     seed = models.BigIntegerField(default=0)
     repeats = models.PositiveSmallIntegerField(null=True, blank=True)  # K tries each, all made
+    scheduled = models.BooleanField(default=False)  # started by the scheduler, not a person
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     check_status = models.CharField(max_length=10, blank=True)
     summary = models.TextField(blank=True)

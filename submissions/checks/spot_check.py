@@ -446,6 +446,7 @@ def spot_check_create(
     sample: int = 0,
     seed: int | None = None,
     repeats: int | None = None,
+    scheduled: bool = False,
 ) -> SpotCheck:
     """Queue a spot-check job; SpotCheckRefused when it cannot run (nothing is spent)."""
     found = _endpoint(endpoint)
@@ -482,6 +483,7 @@ def spot_check_create(
             sample=0 if paths else sample,
             seed=submission.pk if seed is None else seed,
             repeats=repeats,
+            scheduled=scheduled,
         )
         spot.job = job_create(
             submission=locked, kind=Job.Kind.SPOT_CHECK, params={"spot_check": spot.pk}
