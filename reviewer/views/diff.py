@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRefresh
@@ -18,6 +20,7 @@ from reviewer.views.access import HtmxHttpRequest, get_submission_for_user
 from submissions.checks.spot_check import SpotCheckRefused, spot_check_create
 from submissions.conversations import pair_thread, thread_index
 from submissions.forms import RerecordForm, spot_check_form
+from submissions.intake.record_pass import RecordPassRefused, record_pass_queue
 from submissions.intake.rerecord import rerecord_create
 from submissions.intake.upload import UploadRejected
 from submissions.models import SpotCheck, Submission, Turn
@@ -68,6 +71,11 @@ def _diff_context(
     context["others"] = others
     context["rerecords"] = submission.rerecords.select_related("job")[:20]
     context["rerecord_form"] = rerecord_form or RerecordForm()
+    context["record_pass_offered"] = (
+        bool(submission.assignment.record_command.strip())
+        and bool(settings.SPOT_CHECK_ENDPOINTS)
+        and may_spend(request.user)
+    )
     against_id = request.GET.get("against", "")
     ours = thread_index(submission)
     context["our_threads"] = ours
@@ -270,3 +278,19 @@ def spot_check_detail(request: HtmxHttpRequest, pk: int, sid: int) -> HttpRespon
             return HttpResponseClientRefresh()
         return response
     return render(request, "reviewer/spot_check.html", context)
+
+
+@login_required
+@require_POST
+def record_pass_start(request: HttpRequest, pk: int) -> HttpResponse:
+    """Queue the hand-in's record mode in the sandbox behind the model proxy."""
+    submission = get_submission_for_user(request, pk)
+    if not may_spend(request.user):
+        raise Http404("only reviewers and hiring leads start a record pass")
+    try:
+        record_pass_queue(submission=submission, endpoint=request.POST.get("endpoint") or None)
+    except RecordPassRefused as exc:
+        messages.error(request, f"Record pass not started: {exc}")
+    else:
+        messages.success(request, "Record pass queued: its re-record appears here when it ends.")
+    return redirect(f"{reverse('turn_diff', args=[submission.pk])}#rerecords")

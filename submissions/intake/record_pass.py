@@ -30,13 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 from cassettes_app.analysis.globs import glob_match
 from submissions.assignments import DEFAULT_RECORD_ENV
 from submissions.checks.spot_spend import CapReached, spend_reserve, spend_settle
 from submissions.intake.rerecord import rerecord_create
-from submissions.models import Rerecord, Submission
+from submissions.jobs.queue import job_create
+from submissions.models import Job, Rerecord, Submission
 from submissions.net.endpoints import Endpoint, EndpointKeyMissing, endpoint_key
 from submissions.net.model_proxy import PLACEHOLDER, CapRefused, ModelProxy
 from submissions.redact import json_storable, redact_text
@@ -303,3 +304,17 @@ def _store(
     Rerecord.objects.filter(pk=rerecord.pk).update(record_pass=result.as_dict())
     rerecord.record_pass = result.as_dict()
     return rerecord
+
+
+def record_pass_queue(*, submission: Submission, endpoint: str | None = None) -> Job:
+    """Queue a record pass of the hand-in; RecordPassRefused when it cannot run now."""
+    if not submission.assignment.record_command.strip():
+        raise RecordPassRefused("the assignment names no record command")
+    found = _endpoint(endpoint)
+    with transaction.atomic():
+        # The submission row orders two requests: the second sees the first one's job.
+        locked = Submission.objects.select_for_update().get(pk=submission.pk)
+        pending = locked.jobs.filter(kind=Job.Kind.RECORD).exclude(state__in=Job.FINAL_STATES)
+        if pending.exists():
+            raise RecordPassRefused("a record pass of this hand-in is already queued or running")
+        return job_create(submission=locked, kind=Job.Kind.RECORD, params={"endpoint": found.name})

@@ -334,3 +334,28 @@ def test_two_concurrent_spot_checks_never_pass_the_month_cap(settings, monkeypat
         assert any("cap month_calls" in s.summary for s in SpotCheck.objects.all())
     finally:
         served.close()
+
+
+@pytest.mark.django_db
+def test_the_record_pass_button_queues_one_job_for_who_may_spend(openai, reviewer) -> None:
+    submission = _handin((ORDER, chat_model.answer(ORDER)), record_command="make record")
+    submission.reviewers.add(reviewer)
+    client = Client()
+    client.force_login(reviewer)
+    diff = client.get(reverse("turn_diff", args=[submission.pk])).content.decode()
+    assert "Run the record pass" in diff
+    url = reverse("record_pass_start", args=[submission.pk])
+    assert client.get(url).status_code == 405
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        client.post(url)
+        client.post(url)  # a second click while the first is queued
+    jobs = Job.objects.filter(submission=submission, kind=Job.Kind.RECORD)
+    assert [j.params for j in jobs] == [{"endpoint": "team"}]
+    nobody = User.objects.create_user("erin", password="pw-erin-123")
+    submission.reviewers.add(nobody)
+    client.force_login(nobody)
+    assert client.post(url).status_code == 404
+    assert (
+        "Run the record pass"
+        not in client.get(reverse("turn_diff", args=[submission.pk])).content.decode()
+    )

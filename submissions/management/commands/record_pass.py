@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from submissions.jobs.queue import job_create
+from submissions.intake.record_pass import RecordPassRefused, record_pass_queue
 from submissions.management.commands._jobs import run_or_wait
 from submissions.models import Job, Submission
 
@@ -30,10 +30,10 @@ class Command(BaseCommand):
         submission = Submission.objects.filter(pk=options["submission"]).first()
         if submission is None:
             raise CommandError(f"no submission with id {options['submission']}")
-        if not submission.assignment.record_command.strip():
-            raise CommandError("the assignment names no record_command")
-        params = {"endpoint": options["endpoint"]} if options["endpoint"] else {}
-        job = job_create(submission=submission, kind=Job.Kind.RECORD, params=params)
+        try:
+            job = record_pass_queue(submission=submission, endpoint=options["endpoint"])
+        except RecordPassRefused as exc:
+            raise CommandError(str(exc)) from None
         run_or_wait(self, submission=submission, options=options, reported_id=job.pk)
         job.refresh_from_db()
         lines = job.log.strip().splitlines()
