@@ -359,3 +359,20 @@ def test_the_record_pass_button_queues_one_job_for_who_may_spend(openai, reviewe
         "Run the record pass"
         not in client.get(reverse("turn_diff", args=[submission.pk])).content.decode()
     )
+
+
+@pytest.mark.django_db
+def test_candidate_text_on_the_spot_check_page_is_escaped(openai, lead) -> None:
+    hostile = chat_model.answer(TRIAGE, text='<script>alert(1)</script><img src=x onerror="x()">')
+    submission = _handin((TRIAGE, hostile))
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        spot = spot_check_create(
+            submission=submission, requested_by=lead, endpoint="team", sample=1
+        )
+        _run_queued(submission)
+    client = Client()
+    client.force_login(lead)
+    page = client.get(spot.get_absolute_url()).content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "value changed" in page
+    assert "<script>alert(1)" not in page and "<img src=x" not in page
+    assert "hx-disable" in page
