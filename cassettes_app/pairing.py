@@ -9,6 +9,7 @@ the per-turn diff shows what the model answers now against what the candidate st
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from cassettes_app.providers import normalise
 from cassettes_app.secrets import redact_message as _redacted
 from cassettes_app.threads import message_key
 
-__all__ = ["MAX_TURNS", "Pairing", "file_turns", "pair_files"]
+__all__ = ["MAX_TURNS", "Pairing", "exchange_turn", "file_turns", "pair_files"]
 
 MAX_TURNS = 500  # turns kept per side of a pair; the rest are counted, not shown
 RAW_CAP = 20_000  # characters of a body shown when its provider is unknown
@@ -127,4 +128,26 @@ def _turn(inter: Any, previous: list[tuple]) -> dict[str, Any]:
         "model": exchange.model or "",
         "new_messages": [_redacted(message_dict(m)) for m in messages[cut:]],
         "response": _redacted(message_dict(reply)) if reply is not None else None,
+    }
+
+
+def exchange_turn(request: Any, response: Any, url: str | None = None) -> dict[str, Any]:
+    """One request and its answer (parsed payloads) as a turn, shown as `file_turns` shows
+    a recorded one: a live answer beside its recording reads the same way. Redacted."""
+    exchange = normalise(request, response, url)
+    reply = compact_message(exchange.response) if exchange.provider != "unknown" else None
+    if exchange.provider == "unknown" or reply is None:
+        text = response if isinstance(response, str) else json.dumps(response, ensure_ascii=False)
+        return {
+            "model": exchange.model or "",
+            "new_messages": [],
+            "response": _redacted(
+                {"role": "response", "text": text[:RAW_CAP], "tool_calls": [], "tool_results": []}
+            ),
+        }
+    messages = [m for m in map(compact_message, exchange.request_messages) if m is not None]
+    return {
+        "model": exchange.model or "",
+        "new_messages": [_redacted(message_dict(m)) for m in messages],
+        "response": _redacted(message_dict(reply)),
     }

@@ -358,6 +358,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "submissions.tasks.reconcile",
         "schedule": float(JOB_RECONCILE_SECONDS),
     },
+    # Reference hand-ins whose period has passed get a live spot check (issue 29).
+    "spot-check-references": {
+        "task": "submissions.tasks.spot_check_references",
+        "schedule": 3600.0,
+    },
 }
 # One queue name per deployment (tests give each run its own, so parallel runs never share).
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", "celery")

@@ -72,5 +72,8 @@ urlpatterns = [
     path("submissions/<int:pk>/report.html", share.submission_report, name="submission_report"),
     path("submissions/<int:pk>/rerecords/", diff.rerecord_upload, name="rerecord_upload"),
     path("submissions/<int:pk>/rerecords/<int:rid>/", diff.rerecord_detail, name="rerecord"),
+    path("submissions/<int:pk>/spot-checks/", diff.spot_check_start, name="spot_check_start"),
+    path("submissions/<int:pk>/spot-checks/<int:sid>/", diff.spot_check_detail, name="spot_check"),
+    path("submissions/<int:pk>/record-pass/", diff.record_pass_start, name="record_pass_start"),
     path("admin/", admin.site.urls),
 ]

@@ -80,9 +80,17 @@ _STR_KEYS = {
     "id_pattern",
     "stub_start_command",
     "service_start_command",
+    "record_command",
     "rubric",
 }
-_LIST_KEYS = {"graded_outputs", "recordings", "traces", "ledgers", "volatile_fields"}
+_LIST_KEYS = {
+    "graded_outputs",
+    "graded_fields",
+    "recordings",
+    "traces",
+    "ledgers",
+    "volatile_fields",
+}
 # `assignments/new/` is the new-assignment page, so no assignment may be called that.
 RESERVED_SLUGS = frozenset({"new"})
 _ALLOWED = {
@@ -91,6 +99,7 @@ _ALLOWED = {
     "stale_after_days",
     "service_port",
     "service_request",
+    "record_env",
     "ticket_schema",
     "starter_files",
     "checks",
@@ -104,6 +113,35 @@ class AssignmentError(ValueError):
 
 def _fail(key: str, message: str) -> AssignmentError:
     return AssignmentError(f"{key}: {message}")
+
+
+# What a record pass's sandbox variable may hold: the relay's base URL (with the API's
+# base path, as OpenAI's SDK wants it), its origin alone (as Anthropic's SDK wants it), or
+# the placeholder key (never the real one).
+RECORD_ENV_VALUES = ("base_url", "origin", "key")
+DEFAULT_RECORD_ENV = {
+    "MODEL_BASE_URL": "base_url",
+    "OPENAI_BASE_URL": "base_url",
+    "ANTHROPIC_BASE_URL": "origin",
+    "MODEL_API_KEY": "key",
+    "OPENAI_API_KEY": "key",
+    "ANTHROPIC_API_KEY": "key",
+}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def _record_env(raw: Any) -> dict[str, str]:
+    """`record_env`: sandbox variable name -> base_url | origin | key."""
+    if raw is None:
+        return dict(DEFAULT_RECORD_ENV)
+    if not isinstance(raw, dict) or not raw:
+        raise _fail("record_env", "must be a mapping of variable names to base_url, origin or key")
+    for name, value in raw.items():
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            raise _fail("record_env", f"{name!r} is not an environment variable name")
+        if value not in RECORD_ENV_VALUES:
+            raise _fail(f"record_env.{name}", f"must be one of {', '.join(RECORD_ENV_VALUES)}")
+    return dict(raw)
 
 
 def assignment_values(data: Any, *, base_dir: Path | None = None) -> dict[str, Any]:
@@ -160,6 +198,7 @@ def assignment_values(data: Any, *, base_dir: Path | None = None) -> dict[str, A
     if request and not str(request.get("path", "")).startswith("/"):
         raise _fail("service_request", "path must start with /")
     values["service_request"] = request
+    values["record_env"] = _record_env(merged.get("record_env"))
     try:
         re.compile(values["id_pattern"] or DEFAULT_ID_PATTERN)
     except re.error as exc:

@@ -6,7 +6,7 @@ from django import forms
 from django.conf import settings
 
 from submissions.assignments import PRESETS
-from submissions.models import Assignment
+from submissions.models import Assignment, Recording, Submission
 
 
 def _archive_checked(archive):
@@ -114,3 +114,49 @@ class AssignmentForm(forms.ModelForm):
             "expected_model": "Expected model",
             "stale_after_days": "Stale after (days)",
         }
+
+
+class SpotCheckForm(forms.Form):
+    """What a reviewer re-asks live: chosen recordings, or a seeded sample; K repeats."""
+
+    endpoint = forms.ChoiceField(label="Endpoint")
+    recordings = forms.MultipleChoiceField(
+        label="Recordings", required=False, widget=forms.CheckboxSelectMultiple
+    )
+    sample = forms.IntegerField(
+        label="or sample", min_value=0, max_value=10, required=False, initial=3
+    )
+    seed = forms.IntegerField(label="seed", required=False, min_value=0, max_value=2**62)
+    repeats = forms.IntegerField(
+        label="repeats (K)", min_value=1, max_value=10, required=False,
+        help_text="every recording asked K times, to tell model variance from a recorded "
+        "answer no try reproduces; empty: up to 3 tries, stopping at the first that reproduces",
+    )  # fmt: skip
+
+    def __init__(self, *args, endpoints=(), paths=(), seed=0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["endpoint"].choices = [(e.name, f"{e.name} ({e.api})") for e in endpoints]
+        self.fields["recordings"].choices = [(p, p) for p in paths]
+        self.fields["seed"].initial = seed
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("recordings") and not data.get("sample"):
+            raise forms.ValidationError("Pick recordings, or a sample of 1 to 10.")
+        return data
+
+
+MAX_SPOT_PATHS = 200  # recordings offered as checkboxes
+
+
+def spot_check_form(submission: Submission, data: object = None) -> SpotCheckForm:
+    """A submission's spot-check form: its recordings, the endpoints, the seed shown."""
+    paths = (
+        Recording.objects.filter(submission=submission, role=Recording.Role.RECORDING)
+        .order_by("path")
+        .values_list("path", flat=True)
+        .distinct()[:MAX_SPOT_PATHS]
+    )
+    return SpotCheckForm(
+        data, endpoints=settings.SPOT_CHECK_ENDPOINTS, paths=list(paths), seed=submission.pk
+    )

@@ -40,6 +40,19 @@ class Assignment(models.Model):
     trace_globs = models.JSONField(default=list, blank=True)
     ledger_globs = models.JSONField(default=list, blank=True)
     volatile_fields = models.JSONField(default=list, blank=True)
+    # Keys of a JSON answer the hand-in is graded on (`intent`, `needs_human`): a live spot
+    # check calls out their drift apart from the rest.
+    graded_fields = models.JSONField(default=list, blank=True)
+    # The hand-in's own record mode, run in the sandbox behind the model proxy (record pass),
+    # and the variables its sandbox sees: name -> base_url | origin | key (the placeholder).
+    record_command = models.TextField(blank=True)
+    record_env = models.JSONField(default=dict, blank=True)
+    # The assignment's own reference hand-in (the demo's, a sample solution), spot-checked
+    # every so many days by the scheduler (0: never), so stale recordings show as drift.
+    reference_submission = models.ForeignKey(
+        "Submission", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    spot_check_every_days = models.PositiveSmallIntegerField(default=0)
     stale_after_days = models.PositiveIntegerField(default=42)
     expected_model = models.CharField(max_length=200, blank=True)
     id_pattern = models.CharField(max_length=200, default=DEFAULT_ID_PATTERN)
@@ -179,6 +192,8 @@ class Job(models.Model):
         PROBE = "probe", "Service probe"
         RERECORD = "rerecord", "Re-record comparison"
         REFCHECK = "refcheck", "Check again"
+        SPOT_CHECK = "spot_check", "Live spot check"
+        RECORD = "record", "Record pass"
         # Used by the test-suite to exercise crashes and timeouts through a real worker.
         SELFTEST = "selftest", "Self-test"
 
@@ -509,6 +524,9 @@ class Rerecord(models.Model):
     changed_count = models.PositiveIntegerField(default=0)
     only_original = models.PositiveIntegerField(default=0)
     only_rerecorded = models.PositiveIntegerField(default=0)
+    # Made by a record pass in the sandbox (not uploaded): its exit, the proxy's exchanges,
+    # calls and tokens, and the hand-in's declared cap (see submissions.intake.record_pass).
+    record_pass = models.JSONField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -626,3 +644,44 @@ class SpotSpend(models.Model):
 
     def __str__(self) -> str:
         return f"{self.endpoint}: {self.calls} call(s), {self.tokens} tokens"
+
+
+class SpotCheck(models.Model):
+    """One live spot check a reviewer asked for: which recordings (chosen, or sampled with
+    the seed shown), how many tries, and what each try answered beside the recorded answer.
+
+    The live answers are kept here, beside the hand-in, never over its recordings; redacted,
+    with the endpoint's key scrubbed out (an error body may quote it)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        READY = "ready", "Ready"
+        ERROR = "error", "Error"
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="spot_checks")
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    endpoint = models.CharField(max_length=40)
+    paths = models.JSONField(default=list, blank=True)  # chosen recordings; empty: sampled
+    sample = models.PositiveSmallIntegerField(default=0)  # how many to sample, when none chosen
+    seed = models.BigIntegerField(default=0)
+    repeats = models.PositiveSmallIntegerField(null=True, blank=True)  # K tries each, all made
+    scheduled = models.BooleanField(default=False)  # started by the scheduler, not a person
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    check_status = models.CharField(max_length=10, blank=True)
+    summary = models.TextField(blank=True)
+    results = models.JSONField(default=list, blank=True)
+    calls = models.PositiveIntegerField(default=0)
+    tokens = models.PositiveIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created", "-pk"]
+
+    def __str__(self) -> str:
+        return f"spot check #{self.pk} of {self.submission_id}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("spot_check", args=[self.submission_id, self.pk])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from cassettes_app.secrets import (
     is_credential_header,
     is_placeholder,
@@ -20,3 +22,15 @@ def redact_header(name: str, value: str) -> str:
             return value if is_placeholder(token) else f"{scheme} {redact_value(token)}"
         return value if is_placeholder(value) else redact_value(value)
     return redact_text(value)
+
+
+def json_storable(value: Any) -> Any:
+    """`value` with NUL characters dropped from every string (keys too): PostgreSQL's JSON
+    cannot hold U+0000, and output or an answer from outside may carry one."""
+    if isinstance(value, str):
+        return value.replace("\x00", "")
+    if isinstance(value, dict):
+        return {json_storable(k): json_storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_storable(v) for v in value]
+    return value

@@ -19,3 +19,13 @@ def is_hiring_lead(user: Any) -> bool:
         cached = user.groups.filter(name=HIRING_LEADS).exists()
         user._cr_is_lead = cached
     return cached
+
+
+def may_spend(user: Any) -> bool:
+    """Who may spend the team's model budget (a live spot check): hiring leads and
+    reviewers, never a viewer (the demo's) or a user in neither group."""
+    if is_hiring_lead(user):
+        return True
+    if not getattr(user, "is_authenticated", False):
+        return False
+    return bool(user.groups.filter(name=REVIEWERS).exists())

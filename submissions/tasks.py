@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import OperationalError
 
+from submissions.checks.spot_schedule import spot_checks_schedule
 from submissions.jobs.engine import job_execute
 from submissions.jobs.locked import is_locked
 from submissions.jobs.queue import jobs_reconcile
@@ -26,3 +27,9 @@ def run_job(self, job_id: int) -> str | None:
 def reconcile() -> dict[str, int]:
     """Re-enqueue jobs the broker lost and end or rescue those whose worker died."""
     return jobs_reconcile()
+
+
+@shared_task(name="submissions.tasks.spot_check_references")
+def spot_check_references() -> int:
+    """Queue the spot checks of the assignments' reference hand-ins that are due (beat)."""
+    return len(spot_checks_schedule())

@@ -55,7 +55,8 @@ def graded(request: Any, response: Any, url: str | None = None) -> Graded:
     return out
 
 
-def _shape(value: Any) -> str:
+def json_shape(value: Any) -> str:
+    """The JSON type of a value: object, array, string, number, boolean or null."""
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int | float):
@@ -69,7 +70,7 @@ def _shape(value: Any) -> str:
 def first_difference(a: Any, b: Any, path: str, *, structure_only: bool = False) -> str | None:
     """The path of the first place where two JSON values differ (by type only, with
     `structure_only`); None when they agree."""
-    if _shape(a) != _shape(b):
+    if json_shape(a) != json_shape(b):
         return path
     if isinstance(a, dict):
         for key in sorted(set(a) | set(b)):

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_http_methods
 
 from reviewer.cohort.comparison import assignment_rows
 from submissions.assignments import PRESETS, AssignmentError, assignment_apply, assignment_values
+from submissions.checks.spot_schedule import reference_drift
 from submissions.forms import AssignmentForm, UploadForm
 from submissions.intake.git.fetch import split_credentials
 from submissions.intake.repository import submission_from_repository
@@ -68,6 +69,7 @@ def assignment_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "status": status,
             "sort": sort,
             "statuses": Submission.Status.choices,
+            "reference": reference_drift(assignment),
         },
     )
 

@@ -1,24 +1,30 @@
-"""The per-turn diff screen, and re-record uploads compared turn by turn."""
+"""The per-turn diff screen: re-record uploads and live spot checks compared turn by turn."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Exists, OuterRef, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRefresh
 
 from cassettes_app.checks.catalog import BYTE_IDENTICAL
 from cassettes_app.diff import FOLD_AT, diff_turns, render_segments
-from reviewer.views.access import get_submission_for_user
+from reviewer.views.access import HtmxHttpRequest, get_submission_for_user
+from submissions.checks.spot_check import SpotCheckRefused, spot_check_create
 from submissions.conversations import pair_thread, thread_index
-from submissions.forms import RerecordForm
+from submissions.forms import RerecordForm, spot_check_form
+from submissions.intake.record_pass import RecordPassRefused, record_pass_queue
 from submissions.intake.rerecord import rerecord_create
 from submissions.intake.upload import UploadRejected
-from submissions.models import Submission, Turn
+from submissions.models import SpotCheck, Submission, Turn
+from submissions.roles import may_spend
 
 
 def _thread_turns(submission: Submission, thread: int) -> list[dict]:
@@ -65,6 +71,11 @@ def _diff_context(
     context["others"] = others
     context["rerecords"] = submission.rerecords.select_related("job")[:20]
     context["rerecord_form"] = rerecord_form or RerecordForm()
+    context["record_pass_offered"] = (
+        bool(submission.assignment.record_command.strip())
+        and bool(settings.SPOT_CHECK_ENDPOINTS)
+        and may_spend(request.user)
+    )
     against_id = request.GET.get("against", "")
     ours = thread_index(submission)
     context["our_threads"] = ours
@@ -202,3 +213,84 @@ def _default_thread(ours: list[dict], theirs: list[dict]) -> int:
 def _int_param(request: HttpRequest, name: str) -> int:
     value = request.GET.get(name, "0")
     return int(value) if value.isdigit() else 0
+
+
+@login_required
+@require_POST
+def spot_check_start(request: HttpRequest, pk: int) -> HttpResponse:
+    """Queue a spot check of the picked (or sampled) recordings; nothing is spent here."""
+    submission = get_submission_for_user(request, pk)
+    if not may_spend(request.user):
+        raise Http404("only reviewers and hiring leads start spot checks")
+    form = spot_check_form(submission, request.POST)
+    if not form.is_valid():
+        errors = "; ".join(str(e) for errs in form.errors.values() for e in errs)
+        messages.error(request, f"Spot check not started: {errors}")
+        return redirect(f"{submission.get_absolute_url()}#spot-check")
+    data = form.cleaned_data
+    try:
+        spot = spot_check_create(
+            submission=submission,
+            requested_by=request.user,
+            endpoint=data["endpoint"],
+            paths=data["recordings"],
+            sample=data["sample"] or 0,
+            seed=data["seed"],
+            repeats=data["repeats"],
+        )
+    except SpotCheckRefused as exc:
+        messages.error(request, f"Spot check not started: {exc}")
+        return redirect(f"{submission.get_absolute_url()}#spot-check")
+    messages.success(request, "Spot check queued.")
+    return redirect(spot)
+
+
+def _sample_rows(result: dict, full: bool) -> list[dict]:
+    """Each try of one re-asked recording, with its per-turn diff against the recording."""
+    tries = []
+    for attempt in result.get("tries") or []:
+        left = [t for t in [result.get("recorded_turn")] if t]
+        rows, first = _diff_rows(left, [t for t in [attempt.get("turn")] if t], full)
+        tries.append({"try": attempt, "rows": rows, "first": first})
+    return tries
+
+
+@login_required
+@require_GET
+def spot_check_detail(request: HtmxHttpRequest, pk: int, sid: int) -> HttpResponse:
+    """One spot check: its state (polled while it runs), and each try's drift and diff."""
+    submission = get_submission_for_user(request, pk)
+    spot = get_object_or_404(submission.spot_checks.select_related("job"), pk=sid)
+    running = spot.status == SpotCheck.Status.QUEUED
+    full = request.GET.get("full") == "1"
+    samples = [{"result": r, "tries": _sample_rows(r, full)} for r in spot.results or []]
+    context = {
+        "submission": submission,
+        "spot": spot,
+        "running": running,
+        "samples": samples,
+        "full": full,
+    }
+    if request.htmx and request.GET.get("panel") == "spot":
+        response = render(request, "reviewer/spot_check.html#spot-state", context)
+        if not running:
+            # The check ended: the whole page carries its results; stop polling here.
+            return HttpResponseClientRefresh()
+        return response
+    return render(request, "reviewer/spot_check.html", context)
+
+
+@login_required
+@require_POST
+def record_pass_start(request: HttpRequest, pk: int) -> HttpResponse:
+    """Queue the hand-in's record mode in the sandbox behind the model proxy."""
+    submission = get_submission_for_user(request, pk)
+    if not may_spend(request.user):
+        raise Http404("only reviewers and hiring leads start a record pass")
+    try:
+        record_pass_queue(submission=submission, endpoint=request.POST.get("endpoint") or None)
+    except RecordPassRefused as exc:
+        messages.error(request, f"Record pass not started: {exc}")
+    else:
+        messages.success(request, "Record pass queued: its re-record appears here when it ends.")
+    return redirect(f"{reverse('turn_diff', args=[submission.pk])}#rerecords")

@@ -48,6 +48,7 @@ from reviewer.review.scoring import (
 from reviewer.review.verdict import Verdict, chip, verdict_for
 from reviewer.review.worklist import queue_for
 from reviewer.views.access import HtmxHttpRequest, get_submission_for_user
+from submissions.forms import spot_check_form
 from submissions.intake.repository import (
     RefCheckRefused,
     ref_check_start,
@@ -55,6 +56,7 @@ from submissions.intake.repository import (
 )
 from submissions.jobs.rerun import RERUN_KINDS, RerunRefused, submission_rerun
 from submissions.models import Job, Submission
+from submissions.roles import may_spend
 from submissions.selectors import cohort_others, evidence_context, jobs_context
 
 
@@ -188,6 +190,10 @@ def submission_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     submission = get_submission_for_user(request, pk)
     context = jobs_context(submission)
     context["rerun_kinds"] = list(RERUN_KINDS)
+    # The live spot check: offered to those who may spend the team's model budget.
+    spending = bool(settings.SPOT_CHECK_ENDPOINTS) and may_spend(request.user)
+    context["spot_form"] = spot_check_form(submission) if spending else None
+    context["spot_checks"] = list(submission.spot_checks.all()[:5])
     if request.htmx and request.GET.get("panel") == "jobs":
         response = render(request, "reviewer/submission.html#job-panel", context)
         ended = not context["jobs_active"]

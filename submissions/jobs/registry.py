@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from submissions.jobs.types import Handler
 from submissions.models import Job
-from submissions.runs import analysis, intake, probe, refcheck, replay, rerecord, selftest, trace
+from submissions.runs import (
+    analysis,
+    intake,
+    probe,
+    record,
+    refcheck,
+    replay,
+    rerecord,
+    selftest,
+    spot_check,
+    trace,
+)
 
 HANDLERS: dict[str, Handler] = {
     Job.Kind.INTAKE: intake.intake_run,
@@ -15,4 +26,6 @@ HANDLERS: dict[str, Handler] = {
     Job.Kind.RERECORD: rerecord.rerecord_run,
     Job.Kind.REFCHECK: refcheck.refcheck_run,
     Job.Kind.SELFTEST: selftest.selftest_run,
+    Job.Kind.SPOT_CHECK: spot_check.spot_check_job_run,
+    Job.Kind.RECORD: record.record_run,
 }

@@ -21,3 +21,10 @@ def test_a_credential_header_is_redacted_when_stored_and_flagged_when_scanned(na
 
 def test_a_plain_header_keeps_its_value() -> None:
     assert redact_header("Content-Type", "application/json") == "application/json"
+
+
+def test_json_storable_drops_nul_from_strings_and_keys() -> None:
+    from submissions.redact import json_storable
+
+    value = {"a\x00": ["x\x00y", {"k": "\x00"}, 1, None], "t": ("z\x00",)}
+    assert json_storable(value) == {"a": ["xy", {"k": ""}, 1, None], "t": ["z"]}

@@ -1,0 +1,82 @@
+"""The relay of a re-record pass, run INSIDE the sandbox (ours, read-only, started first).
+
+    python relay.py PORT SOCKET COMMAND...
+
+Listens on 127.0.0.1:PORT in the sandbox's own network namespace (loopback only: the
+sandbox has no other network) and forwards the bytes of each connection to the Unix socket
+SOCKET, bound into the sandbox from the host-side model proxy, which decides everything:
+what is allowed, the key, the caps. The relay adds nothing and knows no key. Once it
+listens, it runs COMMAND (the hand-in's record command) and exits with its status.
+
+Standard library only: it runs on the sandbox's trusted interpreter before any of the
+hand-in's packages are imported.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+
+CHUNK = 65536
+
+
+def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(CHUNK):
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def _connection(client: socket.socket, path: str) -> None:
+    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        upstream.connect(path)
+    except OSError:
+        client.close()
+        upstream.close()
+        return
+    back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
+    back.start()
+    _pipe(client, upstream)
+    back.join()
+    client.close()
+    upstream.close()
+
+
+def _serve(listener: socket.socket, path: str) -> None:
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            return
+        threading.Thread(target=_connection, args=(client, path), daemon=True).start()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3:
+        print("usage: relay.py PORT SOCKET COMMAND...", file=sys.stderr)
+        return 2
+    port, path, command = int(argv[0]), argv[1], argv[2:]
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(16)
+    threading.Thread(target=_serve, args=(listener, path), daemon=True).start()
+    try:
+        return subprocess.call(command, stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        print(f"relay: could not start the record command: {exc}", file=sys.stderr)
+        return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,115 @@
+"""Scheduled spot checks of an assignment's reference hand-in, and the drift page shows."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from django.conf import settings as django_settings
+from django.core.management import call_command
+from django.urls import reverse
+from django.utils import timezone
+
+from submissions import tasks
+from submissions.assignments import assignment_values
+from submissions.checks.spot_schedule import reference_drift, spot_checks_schedule
+from submissions.jobs import queue
+from submissions.jobs.inline import jobs_run_inline
+from submissions.models import SpotCheck
+from submissions.net.endpoints import parse_endpoints
+from tests.conftest import ingest_inline
+from tests.stubs import chat_model
+from tests.stubs.chat_model import ChatModel
+
+KEY = "sk-schedule-test-0123456789abcdefSECRET"
+
+
+def _ask(n: int) -> dict:
+    content = "Place the order" if n == 0 else f"case {n}"
+    return {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": content}]}
+
+
+@pytest.fixture
+def model(settings, monkeypatch):
+    served = ChatModel()
+    settings.OUTBOUND_ALLOW = ["127.0.0.1"]
+    settings.SPOT_CHECK_ENDPOINTS = parse_endpoints(
+        json.dumps([{"name": "team", "base_url": served.url, "api": "openai-chat",
+                     "key_env": "SCHEDULE_KEY", "caps": {"check_calls": 9}}])
+    )  # fmt: skip
+    monkeypatch.setenv("SCHEDULE_KEY", KEY)
+    yield served
+    served.close()
+
+
+def _cassette(n: int) -> str:
+    return json.dumps(
+        {"key": f"{n:016x}", "request": _ask(n), "response": chat_model.answer(_ask(n)),
+         "recorded_at": "2025-01-01T00:00:00Z", "model": "gpt-4o-mini"}
+    )  # fmt: skip
+
+
+def _reference():
+    repo = {f"cassettes/{n}.json": _cassette(n) for n in range(3)}
+    values = assignment_values(
+        {"slug": "ref", "title": "Ref", "replay_command": "", "recordings": ["cassettes/*.json"]}
+    )
+    return ingest_inline(repo, values, candidate="Sample solution")[0]
+
+
+def _run(submission) -> None:
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        jobs_run_inline(submission=submission)
+
+
+def test_the_beat_runs_the_reference_task_hourly() -> None:
+    entry = django_settings.CELERY_BEAT_SCHEDULE["spot-check-references"]
+    assert entry["task"] == tasks.spot_check_references.name and entry["schedule"] == 3600.0
+
+
+@pytest.mark.django_db
+def test_a_due_reference_is_checked_once_per_period_and_its_drift_shown(model, client, lead):
+    reference = _reference()
+    out = io.StringIO()
+    call_command("assignment_reference", "ref", str(reference.pk), "--every-days", "7", stdout=out)
+    assignment = reference.assignment
+    assignment.refresh_from_db()
+    assert assignment.reference_submission_id == reference.pk
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        first = spot_checks_schedule()
+        assert len(first) == 1 and first[0].scheduled and first[0].seed == reference.pk
+        assert spot_checks_schedule() == []  # one is queued: not again
+        _run(reference)
+        assert spot_checks_schedule() == []  # done, but not due for 7 days
+    assert reference_drift(assignment).previous is None
+    model.qty = 3  # the live model now orders another quantity
+    later = timezone.now() + timedelta(days=7, minutes=1)
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        second = spot_checks_schedule(now=later)
+        _run(reference)
+    assert len(second) == 1
+    first_paths = [r["path"] for r in SpotCheck.objects.get(pk=first[0].pk).results]
+    second_paths = [r["path"] for r in SpotCheck.objects.get(pk=second[0].pk).results]
+    assert first_paths == second_paths and len(first_paths) == 3  # the same sample each time
+    drift = reference_drift(assignment)
+    assert drift.changed
+    row = next(r for r in drift.rows if r["path"] == "cassettes/0.json")
+    assert (row["was"], row["now"]) == ("pass", "fail")
+    assert row["new"] == ["choices[0].message.tool_calls[0].function.arguments.qty (value)"]
+    client.force_login(lead)
+    page = client.get(reverse("assignment", args=["ref"])).content.decode()
+    assert "New drift since the last check" in page and "arguments.qty (value)" in page
+    assert KEY not in page
+
+
+@pytest.mark.django_db
+def test_without_an_endpoint_or_a_period_nothing_is_scheduled(settings) -> None:
+    reference = _reference()
+    call_command("assignment_reference", "ref", str(reference.pk), "--every-days", "0",
+                 stdout=io.StringIO())  # fmt: skip
+    settings.SPOT_CHECK_ENDPOINTS = ()
+    assert spot_checks_schedule() == []
+    assert SpotCheck.objects.count() == 0
