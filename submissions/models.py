@@ -589,6 +589,8 @@ class WorkerBeat(models.Model):
     started = models.DateTimeField(auto_now_add=True)
     seen = models.DateTimeField()
     sandbox_problems = models.JSONField(default=list, blank=True)
+    # The worker's pool processes (pids) when it was `seen`: a runner missing here is gone.
+    children = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-seen"]

@@ -2,7 +2,8 @@
 DATA_DIR, WORK_DIR and HOST_NAME) sharing only the database, Redis and an S3 server (moto)
 that the test starts. Hand-ins go in over HTTP, every job ends, the web host shows a file
 from the bucket with an empty WORK_DIR, and a worker host killed mid-job is taken over by the
-other host in under 30 s, with no job lost."""
+other host in under 30 s, with no job lost; a pool child killed alone (its host alive) has its
+job run again by the redelivery, promptly and once."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from submissions.jobs.queue import job_create
-from submissions.models import Job, Submission
+from submissions.models import Job, Submission, WorkerBeat
 from submissions.roles import REVIEWERS
 from tests.conftest import make_zip
 from tests.paths import ROOT
@@ -83,8 +84,6 @@ def hosts(s3_endpoint, tmp_path: Path, settings) -> Iterator:  # noqa: F811
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    from submissions.models import WorkerBeat
-
     WorkerBeat.objects.filter(host__in=["web", "worker-a", "worker-b"]).delete()
     reset_publisher()
 
@@ -191,6 +190,49 @@ def test_web_and_two_worker_hosts_share_only_database_broker_and_storage(
     assert slow.state == Job.State.PASSED, (slow.error, _logs(procs))
     assert sorted(set(jobs.values_list("state", flat=True))) == ["passed"]
     assert jobs.count() == 2 * HANDINS + 1  # no job lost, none doubled
+
+
+def test_a_pool_child_killed_alone_has_its_job_run_again_by_the_redelivery(
+    hosts, assignment, candidate, settings
+) -> None:
+    """SIGKILL to the pool process running a job, not its worker: the worker rejects the
+    message back to the queue while its host still beats. The other host used to ack that
+    redelivery and drop it in milliseconds; the job came back only if the reconciler happened
+    to run on the victim's host, or after JOB_STALE_SECONDS (120 s). No beat runs here, so no
+    reconciler: the redelivery alone must carry the job, once, within seconds."""
+    queue = settings.CELERY_TASK_DEFAULT_QUEUE
+    workers = {"worker-a": hosts("worker-a", _worker(queue)),
+               "worker-b": hosts("worker-b", _worker(queue))}  # fmt: skip
+    procs = list(workers.values())
+    ready = WorkerBeat.objects.filter(host__in=workers)
+    _wait("both worker hosts beating", lambda: ready.count() >= 2, procs, 60)
+    submission = Submission.objects.create(
+        candidate=candidate, assignment=assignment, archive="archives/none.zip",
+        archive_sha256="0" * 64, status=Submission.Status.READY,
+    )  # fmt: skip
+    job = job_create(submission=submission, kind=Job.Kind.SELFTEST,
+                     params={"action": "sleep", "seconds": 4})  # fmt: skip
+
+    def running() -> bool:
+        job.refresh_from_db()
+        return job.state == Job.State.RUNNING and bool(job.runner)
+
+    _wait("the job in a pool child starting", running, procs, 30)
+    host, _, pid = job.runner.rpartition(":")
+    assert int(pid) != workers[host].pid  # a pool child, not the worker (prefork)
+    os.kill(int(pid), signal.SIGKILL)
+    killed = time.monotonic()
+    _wait("the killed child's job ending", lambda: job.refresh_from_db() or job.is_final,
+          procs, 40)  # fmt: skip
+    took = time.monotonic() - killed
+    assert workers[host].poll() is None  # the host itself lived on
+    assert job.state == Job.State.PASSED, (job.error, _logs(procs))
+    assert job.attempts == 2 and job.log.count("worker lost during attempt 1") == 1, job.log
+    finished_on = job.runner.rpartition(":")[0]
+    print(f"pool child {host}:{pid} killed; its job ended on {finished_on} {took:.1f}s later")
+    # The 4 s job again, and a beat or two: well under JOB_STALE_SECONDS (120 s here).
+    assert took < 15
+    assert Job.objects.filter(submission=submission).count() == 1
 
 
 def _get(http, url: str) -> bool:
