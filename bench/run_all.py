@@ -25,6 +25,8 @@ ORDER = [
     "bench_install",
     "bench_pages",
     "bench_workers",
+    "bench_hosts",
+    "bench_host_disk",
 ]
 
 
