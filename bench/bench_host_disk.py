@@ -12,14 +12,16 @@ While that runs, a sampler measures each host's per-host folders every 0.2 s: th
 (WORK_DIR, cap TREE_CACHE_BYTES), the archive cache (ARCHIVE_CACHE_DIR, cap
 ARCHIVE_CACHE_BYTES), the installed environments (DEPS_DIR, cap DEPS_ENV_CACHE_BYTES; none
 are made here: the assignment runs no replay) and the whole DATA_DIR. The caps are set
-small (1 MiB each) so that 200 hand-ins overflow them many times. The baseline is what the
-trees would take with no cap: every hand-in's tree on the web host and each tree a worker
-host touched, summed from the run. A cache's peak may pass its cap by the one entry being
-placed, while it is being unpacked beside its archive (the eviction runs right after a tree
-or archive is placed); the target is every cache at or under its cap at the end, and no
+small (1 MiB each) so that 200 hand-ins overflow them many times. The web host keeps no tree
+of an upload (INTAKE_KEEP_TREE=0, as the README says for a web host with no worker beside
+it; `--web-keeps-trees` to measure its bounded trees instead). The baseline is what the trees
+would take with no cap: each tree a worker host touched (and, with `--web-keeps-trees`, every
+hand-in's on the web host), summed from the run. A cache's peak may pass its cap by the one
+entry being placed, while it is being unpacked beside its archive (the eviction runs right
+after a tree or archive is placed); the target is every cache at or under its cap at the end, and no
 peak over the cap plus one hand-in in flight (its largest tree and its largest archive).
 
-    .venv/bin/python bench/bench_host_disk.py [--uploads 200] [--files 40]
+    .venv/bin/python bench/bench_host_disk.py [--uploads 200] [--files 40] [--web-keeps-trees]
 
 Needs PostgreSQL and Redis on 127.0.0.1, and moto (a test dependency). Takes 2-4 minutes.
 """
@@ -178,6 +180,9 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
                "DEPS_DIR": str(hosts.home(name) / "deps")}
         for name in HOSTS
     }  # fmt: skip
+    # The web host keeps no tree of what it receives (the README's scale-out setting), unless
+    # --web-keeps-trees: then its trees are one more bounded cache to measure.
+    per_host["web"]["INTAKE_KEEP_TREE"] = "1" if args.web_keeps_trees else "0"
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     handins = [make_handin(i, args.files) for i in range(args.uploads)]
@@ -246,7 +251,7 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
     touched: dict[str, set[int]] = {h: set() for h in HOSTS}
     for sub, runner in Job.objects.values_list("submission_id", "runner"):
         touched.setdefault(runner.rpartition(":")[0], set()).add(sub)
-    unbounded = {"web": args.uploads * tree}
+    unbounded = {"web": args.uploads * tree if args.web_keeps_trees else 0}
     unbounded.update({h: len(touched[h]) * tree for h in HOSTS[1:]})
     return {
         "peak": sampler.peak,
@@ -280,6 +285,7 @@ def _child(args: argparse.Namespace, work: Path, s3: dict[str, str]) -> dict:
     )
     command = [sys.executable, __file__, "--child", "--root", str(root)]
     command += ["--uploads", str(args.uploads), "--files", str(args.files)]
+    command += ["--web-keeps-trees"] if args.web_keeps_trees else []
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         raise SystemExit(f"the run failed:\n{result.stderr[-4000:]}\n(host folders: {root})")
@@ -295,6 +301,9 @@ def main() -> int:
     parser.add_argument("--uploads", type=int, default=200)
     parser.add_argument("--files", type=int, default=40, help="files of ~2 kB per hand-in")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    parser.add_argument(
+        "--web-keeps-trees", action="store_true", help="INTAKE_KEEP_TREE=1 on the web host"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -343,7 +352,8 @@ def main() -> int:
     return emit(
         Row(
             what=(
-                f"{args.uploads} uploads over HTTP (web + 2 worker hosts, S3 on moto), "
+                f"{args.uploads} uploads over HTTP (web + 2 worker hosts, S3 on moto; the web "
+                f"host {'keeps' if args.web_keeps_trees else 'keeps no'} trees), "
                 f"per-host trees / archive cache / environments, caps {_mib(CAP)} each; "
                 f"load {load[0]:.2f} on {os.cpu_count()} cores before"
             ),
