@@ -42,6 +42,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -218,8 +219,8 @@ class _CpuMeter:
     processes for our database (and its shared background ones: WAL writer, checkpointer),
     the Redis server, and everything else on the machine (the neighbours)."""
 
-    def __init__(self, worker: int) -> None:
-        self.worker = worker
+    def __init__(self, worker: int | list[int]) -> None:
+        self.workers = worker if isinstance(worker, list) else [worker]
         self.redis = _redis_pid()
         self.backends: dict[int, float] = {}  # our database's server processes: cpu seen
         self.backends_before: dict[int, float] = {}
@@ -245,8 +246,10 @@ class _CpuMeter:
     def _sample(self) -> dict[str, float]:
         self.poll()
         return {
-            "workers": _tree_cpu(self.worker),
-            "workers waiting for a CPU": _runqueue_wait(_tree_pids(self.worker)),
+            "workers": sum(_tree_cpu(pid) for pid in self.workers),
+            "workers waiting for a CPU": _runqueue_wait(
+                [p for pid in self.workers for p in _tree_pids(pid)]
+            ),
             "bench": _proc_cpu(os.getpid(), reaped=False),
             "redis": _proc_cpu(self.redis, reaped=False) if self.redis else 0.0,
             "machine": _machine_cpu(),
@@ -263,20 +266,15 @@ class _CpuMeter:
         return used
 
 
-def _run(archives: Path, concurrency: int, queue: str) -> dict:
-    """Seed, start the worker, intake every archive, wait for the analyses; return timings."""
+def seed(archives: Path) -> tuple[object, list[Path], list[object]]:
+    """Migrate a fresh database; the assignment, the archives and one candidate for each."""
     import django
 
     django.setup()
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from django.conf import settings
-    from django.db.models import F
-
-    from submissions.intake.upload import submission_create
-    from submissions.jobs.queue import worker_seen_at
-    from submissions.models import Assignment, Candidate, Job, Submission
+    from submissions.models import Assignment, Candidate
 
     assignment = Assignment.objects.create(
         slug="bench-workers",
@@ -291,6 +289,73 @@ def _run(archives: Path, concurrency: int, queue: str) -> dict:
     )
     paths = sorted(archives.glob("*.tar.gz"))
     candidates = [Candidate.objects.create(name=p.name.split(".")[0]) for p in paths]
+    return assignment, paths, candidates
+
+
+def intake_all(assignment: object, paths: list[Path], candidates: list[object]) -> None:
+    """Hand every archive to `submission_create` (the upload view's and `ingest`'s path)."""
+    from submissions.intake.upload import submission_create
+
+    for path, candidate in zip(paths, candidates, strict=True):
+        with path.open("rb") as handle:
+            result = submission_create(
+                upload=handle, filename=path.name, candidate=candidate, assignment=assignment
+            )
+        if not result.created or result.reason:
+            raise SystemExit(f"{path.name}: not taken: {result.reason or 'duplicate'}")
+
+
+def wait_analysed(count: int, gone: Callable[[], str], poll: Callable[[], None]) -> None:
+    """Until `count` analysis jobs passed; stops on any job that ended otherwise, on `gone()`
+    (a message when a worker exited) and after RUN_TIMEOUT."""
+    from submissions.models import Job
+
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while True:
+        states = Counter(Job.objects.values_list("kind", "state"))
+        if any(s in Job.FINAL_STATES and s != Job.State.PASSED for _, s in states):
+            job = Job.objects.filter(state__in=Job.FINAL_STATES).exclude(state=Job.State.PASSED)[0]
+            raise SystemExit(
+                f"{job.kind} job {job.pk} of submission {job.submission_id} ended "
+                f"{job.state}: {job.error}\n{job.log[-2000:]}"
+            )
+        analysed = states[(Job.Kind.ANALYSIS, Job.State.PASSED)]
+        if analysed == count:
+            return
+        if message := gone():
+            raise SystemExit(message)
+        if time.monotonic() > deadline:
+            raise SystemExit(f"only {analysed}/{count} analyses passed after {RUN_TIMEOUT:.0f} s")
+        poll()
+        time.sleep(0.1)
+
+
+def check_results() -> dict[str, list[float]]:
+    """Every submission ready with its recordings; the job durations by kind: [count, sum]."""
+    from django.db.models import F
+
+    from submissions.models import Job, Submission
+
+    not_ready = Submission.objects.exclude(status=Submission.Status.READY).count()
+    if not_ready:
+        raise SystemExit(f"{not_ready} submissions did not end ready")
+    empty = Submission.objects.filter(recordings__isnull=True).count()
+    if empty:
+        raise SystemExit(f"{empty} submissions passed analysis with no recording stored")
+    # Per-kind job durations: the sum over the wall time is the parallelism achieved.
+    durations: dict[str, list[float]] = {}
+    rows = Job.objects.annotate(took=F("finished_at") - F("started_at"))
+    for kind, took in rows.values_list("kind", "took"):
+        durations.setdefault(kind, []).append(took.total_seconds())
+    return {k: [len(v), sum(v)] for k, v in durations.items()}
+
+
+def _run(archives: Path, concurrency: int, queue: str) -> dict:
+    """Seed, start the worker, intake every archive, wait for the analyses; return timings."""
+    assignment, paths, candidates = seed(archives)
+    from django.conf import settings
+
+    from submissions.jobs.workers import worker_seen_at
 
     log_path = Path(settings.DATA_DIR) / f"worker-{concurrency}.log"
     with log_path.open("w") as log:
@@ -314,39 +379,16 @@ def _run(archives: Path, concurrency: int, queue: str) -> dict:
 
         meter = _CpuMeter(worker.pid)
         started = time.perf_counter()
-        for path, candidate in zip(paths, candidates, strict=True):
-            with path.open("rb") as handle:
-                result = submission_create(
-                    upload=handle, filename=path.name, candidate=candidate, assignment=assignment
-                )
-            if not result.created or result.reason:
-                raise SystemExit(f"{path.name}: not taken: {result.reason or 'duplicate'}")
+        intake_all(assignment, paths, candidates)
         intake_seconds = time.perf_counter() - started
         intake_cpu = _proc_cpu(os.getpid(), reaped=False) - meter.start["bench"]
 
-        deadline = time.monotonic() + RUN_TIMEOUT
-        while True:
-            states = Counter(Job.objects.values_list("kind", "state"))
-            if any(s in Job.FINAL_STATES and s != Job.State.PASSED for _, s in states):
-                job = Job.objects.filter(state__in=Job.FINAL_STATES).exclude(
-                    state=Job.State.PASSED
-                )[0]
-                raise SystemExit(
-                    f"{job.kind} job {job.pk} of submission {job.submission_id} ended "
-                    f"{job.state}: {job.error}\n{job.log[-2000:]}"
-                )
-            analysed = states[(Job.Kind.ANALYSIS, Job.State.PASSED)]
-            if analysed == len(paths):
-                break
-            if worker.poll() is not None:
-                raise SystemExit(f"worker exited:\n{log_path.read_text()[-3000:]}")
-            if time.monotonic() > deadline:
-                raise SystemExit(
-                    f"only {analysed}/{len(paths)} analyses passed after {RUN_TIMEOUT:.0f} s; "
-                    f"worker log: {log_path}"
-                )
-            meter.poll()
-            time.sleep(0.1)
+        def gone() -> str:
+            if worker.poll() is None:
+                return ""
+            return f"worker exited:\n{log_path.read_text()[-3000:]}"
+
+        wait_analysed(len(paths), gone, meter.poll)
         wall = time.perf_counter() - started
         cpu = meter.total()
         cpu["bench intake"] = intake_cpu
@@ -358,23 +400,7 @@ def _run(archives: Path, concurrency: int, queue: str) -> dict:
             worker.kill()
             worker.wait()
 
-    not_ready = Submission.objects.exclude(status=Submission.Status.READY).count()
-    if not_ready:
-        raise SystemExit(f"{not_ready} submissions did not end ready")
-    empty = Submission.objects.filter(recordings__isnull=True).count()
-    if empty:
-        raise SystemExit(f"{empty} submissions passed analysis with no recording stored")
-    # Per-kind job durations: the sum over the wall time is the parallelism achieved.
-    durations: dict[str, list[float]] = {}
-    rows = Job.objects.annotate(took=F("finished_at") - F("started_at"))
-    for kind, took in rows.values_list("kind", "took"):
-        durations.setdefault(kind, []).append(took.total_seconds())
-    return {
-        "wall": wall,
-        "intake": intake_seconds,
-        "cpu": cpu,
-        "jobs": {k: [len(v), sum(v)] for k, v in durations.items()},
-    }
+    return {"wall": wall, "intake": intake_seconds, "cpu": cpu, "jobs": check_results()}
 
 
 # ---------------------------------------------------------------- driver

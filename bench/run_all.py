@@ -26,6 +26,8 @@ ORDER = [
     "bench_install",
     "bench_pages",
     "bench_workers",
+    "bench_hosts",
+    "bench_host_disk",
 ]
 
 

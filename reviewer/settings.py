@@ -154,6 +154,10 @@ STORAGES = {
 # bounded by bytes (least recently used out; never a tree a running job here holds).
 WORK_DIR = env.path("WORK_DIR", DATA_DIR / "work")
 TREE_CACHE_BYTES = env.int("TREE_CACHE_BYTES", 10 * 2**30, minimum=2**20)
+# An upload is unpacked where it is received, to refuse a hostile archive while the uploader
+# waits. Keep that tree for the jobs (one host, or workers beside the web), or not: a web host
+# with no worker beside it sets 0, keeps nothing, and each worker unpacks from storage.
+INTAKE_KEEP_TREE = env.bool("INTAKE_KEEP_TREE", True)
 # The file viewer reads one file from the stored archive, never from WORK_DIR. An archive in a
 # storage that is not a local folder (S3) is copied once per host into this cache, keyed by
 # its sha256 and bounded by bytes, least recently used first out.

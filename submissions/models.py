@@ -82,6 +82,19 @@ class Assignment(models.Model):
         return reverse("assignment", args=[self.slug])
 
 
+def assignment_lock(assignment_id: int) -> None:
+    """Queue on one assignment's row until the surrounding transaction ends (PostgreSQL;
+    SQLite serialises every write anyway): one cohort judgment or spend at a time.
+
+    FOR NO KEY UPDATE, not FOR UPDATE: a row inserted that references the assignment (an
+    upload's Submission; Django's foreign keys are checked at COMMIT) needs KEY SHARE on it,
+    which FOR UPDATE blocks and NO KEY UPDATE does not. With FOR UPDATE, an upload committing
+    while a cohort judgment held the lock waited for it, while the judgment waited for the
+    table generation the upload had moved: a deadlock, and the analysis ended in error.
+    """
+    Assignment.objects.select_for_update(no_key=True).filter(pk=assignment_id).first()
+
+
 class SubmissionQuerySet(QuerySet["Submission"]):
     def visible_to(self, user: object) -> SubmissionQuerySet:
         """Hiring leads see every submission; a reviewer sees those assigned to them."""
@@ -611,6 +624,8 @@ class WorkerBeat(models.Model):
     started = models.DateTimeField(auto_now_add=True)
     seen = models.DateTimeField()
     sandbox_problems = models.JSONField(default=list, blank=True)
+    # The worker's pool processes (pids) when it was `seen`: a runner missing here is gone.
+    children = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-seen"]

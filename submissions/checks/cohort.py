@@ -29,7 +29,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from cassettes_app.checks import CheckOutcome, counted, skip
 from cassettes_app.checks.catalog import RECORDINGS_UNIQUE
 from submissions.checks.store import checks_store
-from submissions.models import Assignment, CheckResult, Job, ResponseId, Submission
+from submissions.models import CheckResult, Job, ResponseId, Submission, assignment_lock
 
 # The evidence key of the other side ({"submission": id, "path": ...}): pages show it only
 # to a viewer who may see that submission, and a shared report never prints it.
@@ -150,7 +150,7 @@ def cohort_judge(
         # One judgment of an assignment's cohort at a time (PostgreSQL; SQLite's immediate
         # transactions serialise anyway): two hand-ins analysed at once cannot both miss
         # each other, nor can an outcome computed before the other's ids overwrite a later one.
-        Assignment.objects.select_for_update().filter(pk=submission.assignment_id).first()
+        assignment_lock(submission.assignment_id)
         outcome, others = judge(submission)
         checks_store(submission, job, [outcome])
         again = others | _named_before(submission, check_id, flagged)

@@ -34,7 +34,14 @@ from cassettes_app.checks import CheckOutcome, counted, skip
 from cassettes_app.checks.catalog import CODE_SIMILARITY
 from submissions.checks.cohort import OTHER, cohort_judge, cohort_latest
 from submissions.checks.store import checks_store
-from submissions.models import Assignment, CheckResult, Job, SourceFingerprint, Submission
+from submissions.models import (
+    Assignment,
+    CheckResult,
+    Job,
+    SourceFingerprint,
+    Submission,
+    assignment_lock,
+)
 
 THRESHOLD = 0.5  # share of a file's counted fingerprints found in one other file
 MIN_FINGERPRINTS = 20  # a smaller file says too little to compare
@@ -197,7 +204,7 @@ def code_similarity_again(assignment: Assignment) -> int:
     ).values("submission")
     again = 0
     with transaction.atomic():
-        Assignment.objects.select_for_update().filter(pk=assignment.pk).first()
+        assignment_lock(assignment.pk)
         for submission in Submission.objects.filter(pk__in=judged).select_related("assignment"):
             job = submission.jobs.filter(kind=Job.Kind.ANALYSIS).last()
             checks_store(submission, job, [_judge(submission)[0]])

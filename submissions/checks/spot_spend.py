@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
-from submissions.models import Assignment, SpotSpend, Submission
+from submissions.models import Assignment, SpotSpend, Submission, assignment_lock
 from submissions.net.endpoints import Endpoint
 
 
@@ -47,7 +47,7 @@ def spend_reserve(*, submission: Submission, endpoint: Endpoint, estimate: int) 
     """Take one call (and `estimate` tokens) of the month's budget, or raise CapReached."""
     with transaction.atomic():
         # The lock every spot check of this assignment queues on (see the module docstring).
-        Assignment.objects.select_for_update().filter(pk=submission.assignment_id).first()
+        assignment_lock(submission.assignment_id)
         calls, tokens = month_spent(submission.assignment, endpoint)
         if calls + 1 > endpoint.month_calls:
             raise CapReached(

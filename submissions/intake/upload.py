@@ -57,7 +57,11 @@ def safe_archive_name(filename: str) -> str:
 
 
 def place_tree(unpacked: Path, dest: Path) -> None:
-    """Move an unpacked tree where its owner's jobs look for it."""
+    """Move an unpacked tree where its owner's jobs look for it, when this host keeps the
+    trees of what it receives (INTAKE_KEEP_TREE); otherwise it goes with the upload's scratch
+    folder, and the job unpacks it again from storage on whichever host runs it."""
+    if not settings.INTAKE_KEEP_TREE:
+        return
     dest.parent.mkdir(parents=True, exist_ok=True)
     if dest.exists():  # a leftover of a rolled-back transaction
         shutil.rmtree(dest)

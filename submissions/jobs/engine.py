@@ -6,6 +6,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -14,6 +15,7 @@ from django.utils import timezone
 
 from submissions.intake.trees import tree_in_use
 from submissions.jobs.locked import retry_locked
+from submissions.jobs.queue import job_publish
 from submissions.jobs.registry import HANDLERS
 from submissions.jobs.state import (
     heartbeat_stale,
@@ -28,16 +30,21 @@ from submissions.models import Job
 log = logging.getLogger(__name__)
 
 
-def _claim(job_id: int) -> Job | None:
-    """Move a job to running under a row lock; None when this delivery has nothing to do."""
+BUSY: Literal["busy"] = "busy"
+
+
+def _claim(job_id: int) -> Job | Literal["busy"] | None:
+    """Move a job to running under a row lock; None when this delivery has nothing to do,
+    BUSY when the job runs under a runner not known to be dead (ask again later)."""
     with transaction.atomic():
         job = Job.objects.select_for_update().filter(pk=job_id).first()
         if job is None or job.is_final:
             return None
         if job.state == Job.State.RUNNING:
             # A redelivery: take over only when the previous runner is provably gone.
-            if not (runner_is_dead(job.runner) or heartbeat_stale(job)):
-                return None
+            dead = runner_is_dead(job.runner, alive_at=job.heartbeat_at)
+            if not (dead or heartbeat_stale(job)):
+                return BUSY
             lost = f"worker lost during attempt {job.attempts}"
             job.log = cap_log(job.log + lost + "\n")
         if job.attempts >= job.max_attempts:
@@ -97,9 +104,31 @@ def _drop_broken_connection() -> None:
         connection.close()
 
 
+def _ask_again(job_id: int) -> None:
+    """Publish a redelivered job again, to be judged after the runner's host next beats.
+
+    With acks_late, a redelivery most often means the runner died: a pool child killed
+    alone is rejected back to the queue by its worker at once, while that host still beats
+    and lists the child until its next beat. Acking this delivery would drop the job until
+    the reconciler noticed its stale heartbeat (JOB_STALE_SECONDS); asking again after
+    WORKER_BEAT_SECONDS lets the next check see the child gone. While the runner lives, one
+    message circulates per redelivery until the job ends: no copy is added.
+    """
+    countdown = settings.WORKER_BEAT_SECONDS
+    log.info("job %s was redelivered while its runner may live; asked again in %ss", job_id,
+             countdown)  # fmt: skip
+    try:
+        job_publish(job_id, countdown=countdown)
+    except Exception:  # the broker is down: the reconciler rescues the job once it is stale
+        log.exception("could not ask again for job %s", job_id)
+
+
 def job_execute(*, job_id: int) -> str | None:
     """Run one job through its handler; returns the final state, or None when skipped."""
     job = retry_locked(lambda: _claim(job_id))
+    if job == BUSY:
+        _ask_again(job_id)
+        return None
     if job is None:
         return None
     func = HANDLERS.get(job.kind)

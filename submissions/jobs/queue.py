@@ -42,9 +42,9 @@ def job_create(*, submission: Submission, kind: str, params: dict | None = None)
     return job
 
 
-def job_publish(job_id: int) -> None:
+def job_publish(job_id: int, *, countdown: float | None = None) -> None:
     """Send the run_job task by name (submissions/tasks.py imports this module, not back)."""
-    current_app.send_task(RUN_JOB_TASK, args=[job_id], retry=True)
+    current_app.send_task(RUN_JOB_TASK, args=[job_id], retry=True, countdown=countdown)
 
 
 def job_enqueue(*, job_id: int) -> bool:
@@ -79,7 +79,7 @@ def jobs_reconcile(*, now: datetime | None = None) -> dict[str, int]:
         if job_enqueue(job_id=job_id):
             counts["requeued"] += 1
     for job in Job.objects.filter(state=Job.State.RUNNING):
-        if not (runner_is_dead(job.runner) or heartbeat_stale(job)):
+        if not (runner_is_dead(job.runner, alive_at=job.heartbeat_at) or heartbeat_stale(job)):
             continue
         with transaction.atomic():
             job = Job.objects.select_for_update().get(pk=job.pk)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.utils import timezone
 
 from submissions.jobs.types import cap_log
-from submissions.jobs.workers import host_alive
+from submissions.jobs.workers import host_alive, process_alive
 from submissions.models import Job, Submission
 from submissions.redact import redact_text
 
@@ -20,14 +20,18 @@ def runner_id() -> str:
     return f"{settings.HOST_NAME}:{os.getpid()}"
 
 
-def runner_is_dead(runner: str) -> bool:
+def runner_is_dead(runner: str, *, alive_at: datetime | None = None) -> bool:
     """True when the runner's process is gone: on this host, by its pid; on another host,
-    when none of that host's workers was seen for WORKER_STALE_SECONDS (its heartbeats)."""
+    when none of that host's workers was seen for WORKER_STALE_SECONDS (its heartbeats), or,
+    given when the runner last showed life (`alive_at`, the job's heartbeat), when that
+    host's workers all beat since and none lists it among its pool processes."""
     host, _, pid = runner.rpartition(":")
     if not pid.isdigit():
         return False
     if host != settings.HOST_NAME:
-        return host_alive(host) is False
+        if alive_at is None:
+            return host_alive(host) is False
+        return process_alive(host, int(pid), alive_at=alive_at) is False
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:

@@ -6,11 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -21,40 +16,19 @@ from reviewer.env import Env, default_storage_setting
 from reviewer.ops.demo import DEMO_DIR
 from submissions.assignments import assignment_values
 from tests.conftest import ingest_inline
+from tests.hosts import S3_KEYS, s3_server
 
 pytestmark = pytest.mark.s3
 
 BUCKET = "handins"
-KEYS = {"S3_ACCESS_KEY_ID": "test-key-id", "S3_SECRET_ACCESS_KEY": "test-secret"}
+KEYS = S3_KEYS
 
 
 @pytest.fixture(scope="module")
 def s3_endpoint(tmp_path_factory) -> Iterator[str]:
     """A moto S3 server in its own process on a free port; stopped after the module."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    log = (tmp_path_factory.mktemp("moto") / "moto.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/moto-api/", timeout=2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto server did not start: see {log.name}") from None
-                time.sleep(0.2)
+    with s3_server(tmp_path_factory.mktemp("moto")) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
 
 
 @pytest.fixture

@@ -96,6 +96,25 @@ def test_scratch_space_is_cleaned_after_each_upload(
     assert leftovers == []
 
 
+def test_a_web_host_that_keeps_no_tree_leaves_nothing_and_the_job_unpacks_it(
+    assignment, candidate, small_zip, settings, tmp_path
+) -> None:
+    """A web host with no worker beside it (INTAKE_KEEP_TREE=0) still refuses a hostile
+    archive while the uploader waits, but keeps nothing of any upload: the intake job, on
+    whichever host, unpacks the tree from storage."""
+    from submissions.jobs.engine import job_execute
+
+    settings.INTAKE_KEEP_TREE = False
+    settings.WORK_DIR = work = tmp_path / "work"
+    s = _create(assignment, candidate, small_zip).submission
+    evil = _create(assignment, candidate, make_zip({"../../evil.txt": "x"}, root=None))
+    assert evil.submission.status == Submission.Status.REJECTED  # still checked here
+    assert s.file_count == 3
+    assert list(work.iterdir()) == []  # no tree kept, no scratch left
+    assert job_execute(job_id=s.jobs.get().pk) == Job.State.PASSED
+    assert (tree_path(s) / "cassettes" / "0123456789abcdef.json").is_file()
+
+
 def test_tree_is_unpacked_again_from_storage_on_another_machine(
     assignment, candidate, small_zip
 ) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import socket
+import time
 from datetime import timedelta
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -78,14 +80,28 @@ def test_a_finished_job_is_not_run_again(submission: Submission) -> None:
     assert job.attempts == 1
 
 
-def test_a_running_job_with_a_live_runner_is_left_alone(submission: Submission) -> None:
+@pytest.fixture
+def asked_again(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, float | None]]:
+    """What the engine published again, instead of the broker."""
+    published: list[tuple[int, float | None]] = []
+    monkeypatch.setattr(
+        engine, "job_publish", lambda job_id, countdown=None: published.append((job_id, countdown))
+    )
+    return published
+
+
+def test_a_running_job_with_a_live_runner_is_left_alone_and_asked_again(
+    submission: Submission, asked_again, settings
+) -> None:
     job = _selftest(submission)
     Job.objects.filter(pk=job.pk).update(
         state=Job.State.RUNNING, runner=state.runner_id(), heartbeat_at=timezone.now(), attempts=1
     )
     assert job_execute(job_id=job.pk) is None
     job.refresh_from_db()
-    assert job.state == Job.State.RUNNING
+    assert job.state == Job.State.RUNNING and job.attempts == 1
+    # Not acked and forgotten: the delivery comes back once the runner's host beat again.
+    assert asked_again == [(job.pk, settings.WORKER_BEAT_SECONDS)]
 
 
 def test_redelivery_after_runner_died_takes_over_and_counts_an_attempt(
@@ -455,6 +471,99 @@ def test_a_runner_on_another_host_is_dead_when_its_hosts_workers_went_quiet(sett
     assert runner_is_dead("other-host:4242") is True  # every worker of the host went quiet
     WorkerBeat.objects.create(host="other-host", pid=18, seen=timezone.now())
     assert runner_is_dead("other-host:4242") is False  # one of its workers still beats
+
+
+def _running_elsewhere(submission: Submission, pid: int, heartbeat_at) -> Job:
+    job = _selftest(submission)
+    Job.objects.filter(pk=job.pk).update(
+        state=Job.State.RUNNING, runner=f"worker-a:{pid}", heartbeat_at=heartbeat_at, attempts=1
+    )
+    return job
+
+
+def test_a_redelivered_job_whose_pool_child_died_on_a_live_host_is_taken_over(
+    submission: Submission, asked_again
+) -> None:
+    """#31: a pool child killed alone is redelivered while its host still beats. It used to be
+    acked and dropped (the job then waited JOB_STALE_SECONDS); now the host's beats decide:
+    a beat taken after the child's last heartbeat that does not list it means it is gone."""
+    from submissions.models import WorkerBeat
+
+    now = timezone.now()
+    beat = WorkerBeat.objects.create(host="worker-a", pid=100, seen=now, children=[101])
+    job = _running_elsewhere(submission, 101, heartbeat_at=now - timedelta(seconds=1))
+    # The host's newest beat still lists the child: maybe alive, asked again, not dropped.
+    assert job_execute(job_id=job.pk) is None
+    assert asked_again == [(job.pk, 5)]
+    job.refresh_from_db()
+    assert job.state == Job.State.RUNNING and job.runner == "worker-a:101"
+    # Its next beat no longer lists it: taken over here, one attempt more, nothing asked.
+    beat.children, beat.seen = [102], timezone.now()
+    beat.save()
+    assert job_execute(job_id=job.pk) == Job.State.PASSED
+    job.refresh_from_db()
+    assert job.attempts == 2 and "worker lost during attempt 1" in job.log
+    assert job.runner == state.runner_id()
+    assert asked_again == [(job.pk, 5)]
+    # The job has ended: a late copy of the message finds nothing to do and is not asked again.
+    assert job_execute(job_id=job.pk) is None
+    assert len(asked_again) == 1
+
+
+def test_a_beat_older_than_the_runners_heartbeat_decides_nothing(
+    submission: Submission, asked_again
+) -> None:
+    """A child forked after its worker's last beat is not in it yet: only a beat taken after
+    the runner last showed life may declare it gone, and a worker that is the runner (a solo
+    pool) is alive while it beats."""
+    from submissions.jobs.workers import process_alive
+    from submissions.models import WorkerBeat
+
+    now = timezone.now()
+    WorkerBeat.objects.create(host="worker-a", pid=100, seen=now - timedelta(seconds=2))
+    job = _running_elsewhere(submission, 103, heartbeat_at=now)
+    assert process_alive("worker-a", 103, alive_at=now) is None
+    assert job_execute(job_id=job.pk) is None
+    job.refresh_from_db()
+    assert job.state == Job.State.RUNNING and len(asked_again) == 1
+    assert process_alive("worker-a", 100, alive_at=now) is True
+    assert process_alive("worker-b", 100, alive_at=now) is None  # never beat: unknown
+    # A second worker on the host that beat after the heartbeat is not enough: all must.
+    WorkerBeat.objects.create(host="worker-a", pid=200, seen=now + timedelta(seconds=1))
+    assert process_alive("worker-a", 103, alive_at=now) is None
+    WorkerBeat.objects.filter(pid=100).update(seen=now + timedelta(seconds=1))
+    assert process_alive("worker-a", 103, alive_at=now) is False
+
+
+def test_a_beat_lists_the_workers_live_children_not_its_zombies(tmp_path) -> None:
+    """The pool processes come from /proc: direct children only, zombies (killed, not yet
+    reaped) left out, and a command name with spaces and parentheses read right."""
+    import subprocess
+    import sys
+
+    from submissions.jobs.workers import child_pids
+
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        for _ in range(100):  # the short one ends and stays a zombie until waited for
+            stat = Path(f"/proc/{dead.pid}/stat").read_text()
+            if stat.rpartition(")")[2].split()[0] == "Z":
+                break
+            time.sleep(0.05)
+        children = child_pids()
+        assert live.pid in children and dead.pid not in children
+    finally:
+        live.kill()
+        live.wait()
+        dead.wait()
+    odd = tmp_path / "4242"
+    odd.mkdir()
+    (odd / "stat").write_text("4242 (a) S 7 (b)) S 99 1 1\n")
+    (tmp_path / "self").mkdir()
+    assert child_pids(99, proc=tmp_path) == [4242]
+    assert child_pids(7, proc=tmp_path) == []
+    assert child_pids(99, proc=tmp_path / "missing") == []
 
 
 @pytest.mark.django_db
