@@ -183,3 +183,25 @@ def test_s3_without_a_bucket_stops_the_boot_saying_so(tmp_path: Path) -> None:
     result = _boot({"DATA_DIR": str(tmp_path), "STORAGE_BACKEND": "s3", "S3_BUCKET": ""})
     assert result.returncode != 0
     assert "S3_BUCKET is not set" in result.stderr
+
+
+def test_the_embedded_broker_publishes_without_a_warning_about_a_host(tmp_path: Path) -> None:
+    # kombu warned "No hostname was supplied. Reverting to default 'localhost'" on every
+    # publish to a bare filesystem:// URL: a new user read it as a server that was not there.
+    code = (
+        "import logging; logging.basicConfig(); import django; django.setup(); "
+        "from reviewer.celery import app; "
+        "print(app.connection_for_write().info()['transport'])"
+    )
+    clean = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "SECRET_KEY"}}
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**clean, "DJANGO_SETTINGS_MODULE": "reviewer.settings", "DATA_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "filesystem" in result.stdout
+    assert "hostname" not in result.stderr
