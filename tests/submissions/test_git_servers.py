@@ -328,6 +328,9 @@ def test_ingest_takes_a_token_from_the_environment_or_stdin_and_never_shows_it(
     monkeypatch.setenv("CR_REPO_TOKEN", TOKEN)
     with serve_git_http(root, token=TOKEN) as base, caplog.at_level("DEBUG"):
         url = f"{base}/r.git"
+        with pytest.raises(CommandError) as asked:  # no token: what to do, on the command line
+            _ingest(url)
+        assert "needs an access token" in str(asked.value) and "--token-env" in str(asked.value)
         pk = _ingest(url, "--token-env", "CR_REPO_TOKEN")
         s = Submission.objects.get(pk=pk)
         assert s.source_commit == judged  # the server let the token's fetch in
@@ -343,6 +346,7 @@ def test_ingest_takes_a_token_from_the_environment_or_stdin_and_never_shows_it(
             _ingest(url, "--token-env", "CR_REPO_TOKEN", candidate="Eve")
         assert "127.0.0.1" in str(refused.value) and "401" in str(refused.value)
         assert "ghp_WrongToken" not in str(refused.value)
+        assert "the access token was refused" in str(refused.value)
         out, err = capsys.readouterr()
         report = io.StringIO()
         call_command("report", pk, format="json", stdout=report)

@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import URLValidator
 
 from submissions.intake.git.fetch import split_credentials
-from submissions.intake.repository import submission_from_repository
+from submissions.intake.repository import AccessRefused, submission_from_repository
 from submissions.intake.upload import GitSource, IntakeResult, UploadRejected, submission_create
 from submissions.management.commands._jobs import run_or_wait
 from submissions.models import Assignment, Candidate
@@ -97,6 +97,9 @@ class Command(BaseCommand):
         candidate, _ = Candidate.objects.get_or_create(name=name)
         try:
             result = _ingest(raw, is_url, candidate, assignment, stub_url, token, options)
+        except AccessRefused as exc:
+            how = "--token-env VAR or --token-file PATH|-"
+            raise CommandError(f"{shown}: rejected: {exc} ({how})") from None
         except UploadRejected as exc:
             raise CommandError(f"{shown}: rejected: {exc}") from None
         submission = result.submission
