@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from pathlib import Path
 from unittest import mock
 
@@ -19,23 +18,11 @@ from submissions.jobs import queue
 from submissions.models import Job
 from tests.conftest import SMALL_REPO
 from tests.git_factories import add_commit, make_repo, serve_repository
+from tests.workers import wait_final
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 TOKEN = "ghp_RefcheckWorkerToken0123456789"
-
-
-def _wait(job: Job, proc, timeout: float = 60) -> Job:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job.refresh_from_db()
-        if job.is_final:
-            return job
-        if proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    log = Path(proc.log_path).read_text()[-4000:]
-    pytest.fail(f"job {job.pk} still {job.state} after {timeout}s; worker log:\n{log}")
 
 
 def test_check_again_in_a_real_worker_reports_a_moved_ref_and_keeps_the_judged_commit(
@@ -60,7 +47,7 @@ def test_check_again_in_a_real_worker_reports_a_moved_ref_and_keeps_the_judged_c
         # The page's button: the job is queued, the worker fetches with the kept token.
         response = client.post(reverse("ref_check", args=[s.pk]))
         assert response.status_code == 302
-        job = _wait(s.jobs.get(kind=Job.Kind.REFCHECK), worker)
+        job = wait_final(s.jobs.get(kind=Job.Kind.REFCHECK), worker)
     assert job.state == Job.State.PASSED, job.error
     s.refresh_from_db()
     assert s.ref_check_state == "moved" and s.ref_check_commit == later
