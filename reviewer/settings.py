@@ -317,7 +317,10 @@ if REDIS_URL:
     }
     CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = _visibility
 else:
-    CELERY_BROKER_URL = "filesystem://"
+    # The host part means nothing to this transport, but without one kombu warns "No hostname
+    # was supplied. Reverting to default 'localhost'" on every publish: on the embedded
+    # default that reads as a failed attempt to reach a server (every `ingest`, `seed_demo`).
+    CELERY_BROKER_URL = "filesystem://localhost/"
     # kombu's filesystem transport expects its folders to exist.
     for _folder in ("queue", "control"):
         (BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)

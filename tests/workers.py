@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -132,3 +133,18 @@ def start_worker() -> Iterator:
     WorkerBeat.objects.filter(pid__in=[proc.pid for proc in procs]).delete()
     celery_app.conf.broker_url, celery_app.conf.broker_transport_options = saved
     reset_publisher()
+
+
+def wait_final(job, proc: subprocess.Popen[str], timeout: float = 60):
+    """`job` reloaded once it ended; the test fails with the worker's log if it has not
+    ended within `timeout` seconds, or the worker died first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job.refresh_from_db()
+        if job.is_final:
+            return job
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    log = Path(proc.log_path).read_text()[-4000:]  # type: ignore[attr-defined]
+    pytest.fail(f"job {job.pk} still {job.state} after {timeout}s; worker log:\n{log}")

@@ -16,7 +16,7 @@ from submissions.assignments import PRESETS, AssignmentError, assignment_apply, 
 from submissions.checks.spot_schedule import reference_drift
 from submissions.forms import AssignmentForm, UploadForm
 from submissions.intake.git.fetch import split_credentials
-from submissions.intake.repository import submission_from_repository
+from submissions.intake.repository import AccessRefused, submission_from_repository
 from submissions.intake.upload import UploadRejected, submission_create
 from submissions.models import Assignment, Candidate, Submission
 from submissions.selectors import assignment_rules
@@ -136,7 +136,8 @@ def handle_upload(
                 uploaded_by=request.user,
             )
     except UploadRejected as exc:
-        form.add_error(field, str(exc))
+        # A token asked for or refused is said beside the token's field.
+        form.add_error("token" if isinstance(exc, AccessRefused) else field, str(exc))
         return form, None, _refused(request, assignment, form)
     submission = result.submission
     if request.user.pk is not None:  # signed in (login_required)

@@ -30,6 +30,11 @@ from submissions.models import Assignment, Candidate, Job, Submission
 from submissions.sealed import SecretUnreadable, seal, unseal
 
 
+class AccessRefused(UploadRejected):
+    """The server answered 401 or 403: the repository needs an access token, or refused the
+    one sent (the message says which)."""
+
+
 def repository_name(url: str) -> str:
     """A file name for a repository's bundle, from the last part of its URL path."""
     stem = PurePosixPath(urlsplit(url).path.rstrip("/")).name.removesuffix(".git")
@@ -69,7 +74,9 @@ def submission_from_repository(
             )
         except ArchiveRejected as exc:
             detail = f"{exc.detail} ({exc.rule})"
-            raise UploadRejected(detail.replace(token, "***") if token else detail) from None
+            detail = detail.replace(token, "***") if token else detail
+            hint = _auth_hint(exc, bool(authorization))
+            raise (AccessRefused if hint else UploadRejected)(detail + hint) from None
         source = GitSource(Submission.SourceKind.REPOSITORY, bare, name, before)
         with bundle.open("rb") as handle:
             result = submission_create(
@@ -84,6 +91,16 @@ def submission_from_repository(
     if authorization and result.submission.source_kind == Submission.SourceKind.REPOSITORY:
         submission_auth_save(result.submission, authorization=authorization)
     return result
+
+
+def _auth_hint(exc: ArchiveRejected, sent: bool) -> str:
+    """What to do when the server answered 401 or 403 (nothing otherwise): a token was
+    refused, or a private repository was asked for without one."""
+    if exc.rule != "fetch_failed" or ("401" not in exc.detail and "403" not in exc.detail):
+        return ""
+    if sent:
+        return "; the access token was refused: give a new one"
+    return "; a private repository needs an access token: give one"
 
 
 def submission_auth_save(submission: Submission, *, authorization: str) -> None:
@@ -175,12 +192,7 @@ def ref_check(submission: Submission, *, token: str = "") -> Submission:
             state, now = Submission.RefState.FAILED, ""
             detail = f"{exc.detail} ({exc.rule})"
             detail = detail.replace(token, "***") if token else detail
-            if exc.rule == "fetch_failed" and ("401" in exc.detail or "403" in exc.detail):
-                detail += (
-                    "; the access token was refused: give a new one"
-                    if authorization or token
-                    else "; a private repository needs an access token: give one"
-                )
+            detail += _auth_hint(exc, bool(authorization or token))
     Submission.objects.filter(pk=submission.pk).update(
         ref_checked_at=timezone.now(),
         ref_check_state=state,

@@ -224,6 +224,13 @@ def test_the_upload_form_takes_a_private_repository_with_its_token(
         refused = client.post(assignment.get_absolute_url(), form, follow=True)
         assert refused.redirect_chain and not Submission.objects.exists()
         assert "401" in refused.content.decode()
+        # said beside the token's field, with what to do
+        assert "<strong>Access token:</strong> the repository at" in refused.content.decode()
+        assert "a private repository needs an access token" in refused.content.decode()
+        assert "choose the file again" not in refused.content.decode()  # no file was chosen
+        assert "type it again" in refused.content.decode()
+        wrong = client.post(assignment.get_absolute_url(), {**form, "token": "ghp_no"}, follow=True)
+        assert "the access token was refused" in wrong.content.decode()
         made = client.post(assignment.get_absolute_url(), {**form, "token": TOKEN}, follow=True)
         s = Submission.objects.get()
         again = _check_again(client, lead, s)  # the token kept (sealed) from intake is used

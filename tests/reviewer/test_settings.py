@@ -75,10 +75,10 @@ def test_dev_secret_key_is_generated_once_and_kept(tmp_path: Path) -> None:
     assert oct(path.stat().st_mode & 0o777) == "0o600"
 
 
-def _boot(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _boot(env: dict[str, str], code: str = "print('booted')") -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "DEBUG"}}
     return subprocess.run(
-        [sys.executable, "-c", "import django; django.setup(); print('booted')"],
+        [sys.executable, "-c", f"import django; django.setup(); {code}"],
         cwd=ROOT,
         env={**clean, "DJANGO_SETTINGS_MODULE": "reviewer.settings", **env},
         capture_output=True,
@@ -183,3 +183,16 @@ def test_s3_without_a_bucket_stops_the_boot_saying_so(tmp_path: Path) -> None:
     result = _boot({"DATA_DIR": str(tmp_path), "STORAGE_BACKEND": "s3", "S3_BUCKET": ""})
     assert result.returncode != 0
     assert "S3_BUCKET is not set" in result.stderr
+
+
+def test_the_embedded_broker_publishes_without_a_warning_about_a_host(tmp_path: Path) -> None:
+    # kombu warned "No hostname was supplied. Reverting to default 'localhost'" on every
+    # publish to a bare filesystem:// URL: a new user read it as a server that was not there.
+    result = _boot(
+        {"DATA_DIR": str(tmp_path), "REDIS_URL": ""},
+        "import logging; logging.basicConfig(); from reviewer.celery import app; "
+        "print(app.connection_for_write().info()['transport'])",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "filesystem" in result.stdout
+    assert "hostname" not in result.stderr

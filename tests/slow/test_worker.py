@@ -12,24 +12,12 @@ import pytest
 from submissions.intake.upload import submission_create
 from submissions.jobs.queue import job_create
 from submissions.models import Job
+from tests.workers import wait_final
 
 pytestmark = [
     pytest.mark.worker,
     pytest.mark.django_db(transaction=True),
 ]
-
-
-def _wait_final(job: Job, proc: subprocess.Popen[str], timeout: float = 60) -> Job:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job.refresh_from_db()
-        if job.is_final:
-            return job
-        if proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    log = Path(proc.log_path).read_text()[-4000:]  # type: ignore[attr-defined]
-    pytest.fail(f"job {job.pk} still {job.state} after {timeout}s; worker log:\n{log}")
 
 
 @pytest.mark.parametrize("broker", ["redis", "filesystem"])
@@ -43,11 +31,11 @@ def test_real_worker_runs_an_intake_job_to_passed(
         candidate=candidate,
         assignment=assignment,
     )
-    job = _wait_final(result.submission.jobs.get(), worker)
+    job = wait_final(result.submission.jobs.get(), worker)
     assert job.state == Job.State.PASSED, job.error
     assert job.attempts == 1
     # Intake queues the analysis job, which the same worker runs next.
-    analysis = _wait_final(result.submission.jobs.get(kind=Job.Kind.ANALYSIS), worker)
+    analysis = wait_final(result.submission.jobs.get(kind=Job.Kind.ANALYSIS), worker)
     assert analysis.state == Job.State.PASSED, analysis.error
     # The worker settles the submission just after storing the job's end.
     deadline = time.monotonic() + 10
@@ -78,7 +66,7 @@ def test_killed_worker_child_is_redelivered_then_ends_in_error_on_redis(
     start_worker, assignment, candidate, small_zip
 ) -> None:
     worker = start_worker("redis")
-    job = _wait_final(_kill_job(assignment, candidate, small_zip), worker, timeout=90)
+    job = wait_final(_kill_job(assignment, candidate, small_zip), worker, timeout=90)
     assert job.state == Job.State.ERROR
     assert job.attempts == 3
     assert "worker lost 3 times" in job.error

@@ -294,3 +294,94 @@ def test_a_good_history_passes_provenance(tmp_path, values) -> None:
     ]
     _, checks = _served_checks(tmp_path, values, commits, "Good")
     assert checks["cassettes.provenance"].status == "pass", checks["cassettes.provenance"].summary
+
+
+def _nowhere(token: str, *texts: str) -> None:
+    """The token, and the Basic header it is sent in, appear in none of `texts`."""
+    import base64
+
+    from submissions.intake.git.fetch import token_authorization
+
+    header = token_authorization(token).removeprefix("Basic ")
+    for text in texts:
+        assert token not in text and header not in text
+        assert base64.b64decode(header).decode() not in text
+
+
+def _ingest(url: str, *args: str, candidate: str = "Ada") -> int:
+    from django.core.management import call_command
+
+    call_command("ingest", url, *args, assignment="cassette-triage", candidate=candidate)
+    return Submission.objects.latest("pk").pk
+
+
+@needs_git
+def test_ingest_takes_a_token_from_the_environment_or_stdin_and_never_shows_it(
+    git_repo, assignment, capsys, caplog, monkeypatch
+) -> None:
+    from django.core.management import CommandError, call_command
+
+    from submissions.intake.git.fetch import token_authorization
+    from submissions.sealed import unseal
+
+    _, root, _, judged = git_repo
+    monkeypatch.setenv("CR_REPO_TOKEN", TOKEN)
+    with serve_git_http(root, token=TOKEN) as base, caplog.at_level("DEBUG"):
+        url = f"{base}/r.git"
+        with pytest.raises(CommandError) as asked:  # no token: what to do, on the command line
+            _ingest(url)
+        assert "needs an access token" in str(asked.value) and "--token-env" in str(asked.value)
+        pk = _ingest(url, "--token-env", "CR_REPO_TOKEN")
+        s = Submission.objects.get(pk=pk)
+        assert s.source_commit == judged  # the server let the token's fetch in
+        assert unseal(s.source_auth_sealed) == token_authorization(TOKEN)  # kept as the form
+        assert str(pk) == capsys.readouterr().out.strip().splitlines()[-1]
+        # stdin (a pipe: `pass show ... | manage.py ingest URL --token-file -`), another name
+        monkeypatch.setattr("sys.stdin", io.StringIO(TOKEN + "\n"))
+        other = _ingest(url, "--token-file", "-", candidate="Grace")
+        assert Submission.objects.get(pk=other).source_commit == judged
+        # a token the server refuses: the host and git's error, not the token
+        monkeypatch.setenv("CR_REPO_TOKEN", "ghp_WrongToken0123456789")
+        with pytest.raises(CommandError) as refused:
+            _ingest(url, "--token-env", "CR_REPO_TOKEN", candidate="Eve")
+        assert "127.0.0.1" in str(refused.value) and "401" in str(refused.value)
+        assert "ghp_WrongToken" not in str(refused.value)
+        assert "the access token was refused" in str(refused.value)
+        out, err = capsys.readouterr()
+        report = io.StringIO()
+        call_command("report", pk, format="json", stdout=report)
+        dump = io.StringIO()
+        call_command("dumpdata", stdout=dump)
+    _nowhere(TOKEN, out, err, caplog.text, str(refused.value), report.getvalue(), dump.getvalue())
+    assert '"source"' in report.getvalue()
+
+
+def test_ingest_refuses_a_token_it_cannot_read_naming_where_not_what(
+    assignment, tmp_path, monkeypatch
+) -> None:
+    from django.core.management import CommandError
+
+    url = "https://git.example.com/r.git"
+    monkeypatch.delenv("CR_REPO_TOKEN", raising=False)
+    with pytest.raises(CommandError, match="CR_REPO_TOKEN is not set"):
+        _ingest(url, "--token-env", "CR_REPO_TOKEN")
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    with pytest.raises(CommandError, match="holds no access token"):
+        _ingest(url, "--token-file", str(empty))
+    with pytest.raises(CommandError, match="could not be read"):
+        _ingest(url, "--token-file", str(tmp_path / "missing"))
+    two = tmp_path / "two"
+    two.write_text("ghp_one\nghp_two\n")
+    with pytest.raises(CommandError, match="one access token on one line") as caught:
+        _ingest(url, "--token-file", str(two))
+    assert "ghp_one" not in str(caught.value)
+    bundle = tmp_path / "r.bundle"
+    bundle.write_bytes(b"# v2 git bundle\n")
+    monkeypatch.setenv("CR_REPO_TOKEN", TOKEN)
+    with pytest.raises(CommandError, match="for a repository URL") as caught:
+        _ingest(str(bundle), "--token-env", "CR_REPO_TOKEN")
+    assert TOKEN not in str(caught.value)
+    with pytest.raises(CommandError):  # one source of the token, not two
+        _ingest(url, "--token-env", "CR_REPO_TOKEN", "--token-file", str(two))
+    assert not Submission.objects.exists()

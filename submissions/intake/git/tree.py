@@ -10,6 +10,7 @@ hand-in.
 from __future__ import annotations
 
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from dulwich.objects import Blob, Commit, ObjectID, Tree
@@ -57,10 +58,10 @@ def _object(objects: Objects, sha: bytes, kind: type, path: bytes) -> object:
     return obj
 
 
-def write_tree(objects: Objects, commit: Commit, sink: Sink, limits: Limits) -> Walked:
-    """Write the commit's tree into `sink`, refusing what an archive's rules refuse."""
-    walked = Walked()
-    entries = 0
+def _walk(objects: Objects, commit: Commit) -> Iterator[tuple[bytes, bytes, int, bytes]]:
+    """(name, path, mode, sha) of every entry of the commit's tree, folders before what
+    they hold. A folder is read only after its own entry was handed out, so a caller that
+    refuses the entry (raises) stops the walk before anything under it is read."""
     pending: list[tuple[bytes, bytes]] = [(b"", commit.tree)]  # (folder path, tree id)
     while pending:
         folder, tree_id = pending.pop()
@@ -68,37 +69,46 @@ def write_tree(objects: Objects, commit: Commit, sink: Sink, limits: Limits) -> 
         assert isinstance(tree, Tree)
         for name, mode, sha in tree.iteritems():
             path = folder + b"/" + name if folder else name
-            entry = name_text(path)
-            _check_name(name, path)
-            entries += 1
-            if entries > limits.max_files:
+            yield name, path, mode, sha
+            if stat.S_ISDIR(mode):
+                pending.append((path, sha))
+
+
+def write_tree(objects: Objects, commit: Commit, sink: Sink, limits: Limits) -> Walked:
+    """Write the commit's tree into `sink`, refusing what an archive's rules refuse."""
+    walked = Walked()
+    entries = 0
+    for name, path, mode, sha in _walk(objects, commit):
+        entry = name_text(path)
+        _check_name(name, path)
+        entries += 1
+        if entries > limits.max_files:
+            raise ArchiveRejected(
+                "too_many_files",
+                f"the tree has more than {limits.max_files} entries (max_files)",
+                entry,
+            )
+        if stat.S_ISDIR(mode):
+            if path.count(b"/") + 1 >= limits.max_depth:
                 raise ArchiveRejected(
-                    "too_many_files",
-                    f"the tree has more than {limits.max_files} entries (max_files)",
+                    "too_deep",
+                    f"the tree is nested more than {limits.max_depth} levels deep (max_depth)",
                     entry,
                 )
-            if stat.S_ISDIR(mode):
-                if path.count(b"/") + 1 >= limits.max_depth:
-                    raise ArchiveRejected(
-                        "too_deep",
-                        f"the tree is nested more than {limits.max_depth} levels deep (max_depth)",
-                        entry,
-                    )
-                sink.place(path, True)
-                pending.append((path, sha))
-                continue
-            if mode == _GITLINK:
-                raise ArchiveRejected(
-                    "link", f"the entry is a submodule (gitlink) at commit {sha.decode()}", entry
-                )
-            if stat.S_ISLNK(mode):
-                blob = _object(objects, sha, Blob, path)
-                assert isinstance(blob, Blob)
-                target = name_text(blob.as_raw_string()[:200])
-                raise ArchiveRejected("link", f"the entry is a symbolic link to {target!r}", entry)
-            if not stat.S_ISREG(mode):
-                raise ArchiveRejected("special_file", f"the entry has mode {mode:o}", entry)
-            _file(objects, sink, path, sha, bool(mode & 0o111), walked)
+            sink.place(path, True)
+            continue
+        if mode == _GITLINK:
+            raise ArchiveRejected(
+                "link", f"the entry is a submodule (gitlink) at commit {sha.decode()}", entry
+            )
+        if stat.S_ISLNK(mode):
+            blob = _object(objects, sha, Blob, path)
+            assert isinstance(blob, Blob)
+            target = name_text(blob.as_raw_string()[:200])
+            raise ArchiveRejected("link", f"the entry is a symbolic link to {target!r}", entry)
+        if not stat.S_ISREG(mode):
+            raise ArchiveRejected("special_file", f"the entry has mode {mode:o}", entry)
+        _file(objects, sink, path, sha, bool(mode & 0o111), walked)
     return walked
 
 
@@ -121,21 +131,13 @@ def _file(
 def tree_files(objects: Objects, commit: Commit, limits: Limits) -> list[str]:
     """Every regular file path of the commit's tree, as `write_tree` writes them."""
     found: list[str] = []
-    pending: list[tuple[bytes, bytes]] = [(b"", commit.tree)]
-    while pending:
-        folder, tree_id = pending.pop()
-        tree = _object(objects, tree_id, Tree, folder or b".")
-        assert isinstance(tree, Tree)
-        for name, mode, sha in tree.iteritems():
-            path = folder + b"/" + name if folder else name
-            if stat.S_ISDIR(mode):
-                pending.append((path, sha))
-            elif stat.S_ISREG(mode) and mode != _GITLINK:
-                found.append(name_text(path))
-            if len(found) > limits.max_files:
-                raise ArchiveRejected(
-                    "too_many_files", f"the tree has more than {limits.max_files} entries"
-                )
+    for _name, path, mode, _sha in _walk(objects, commit):
+        if stat.S_ISREG(mode) and mode != _GITLINK:
+            found.append(name_text(path))
+        if len(found) > limits.max_files:
+            raise ArchiveRejected(
+                "too_many_files", f"the tree has more than {limits.max_files} entries"
+            )
     return sorted(found)
 
 

@@ -1,8 +1,15 @@
 """manage.py ingest ARCHIVE_BUNDLE_OR_URL --assignment SLUG --candidate NAME [--ref REF]
-[--before ISO-TIME] [--stub-url URL] [--inline|--wait]."""
+[--before ISO-TIME] [--token-env VAR | --token-file PATH|-] [--stub-url URL] [--inline|--wait].
+
+A repository's access token is read from an environment variable or a file (or stdin), never
+from argv, where `ps` and shell history would show it; it is sealed on the submission as the
+page's form keeps it (`submission_from_repository`), and no message holds it.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import URLValidator
 
 from submissions.intake.git.fetch import split_credentials
-from submissions.intake.repository import submission_from_repository
+from submissions.intake.repository import AccessRefused, submission_from_repository
 from submissions.intake.upload import GitSource, IntakeResult, UploadRejected, submission_create
 from submissions.management.commands._jobs import run_or_wait
 from submissions.models import Assignment, Candidate
@@ -35,6 +42,19 @@ class Command(BaseCommand):
             help="judge the last commit on the ref dated at or before this ISO time (UTC if"
             " no offset); commit dates are the candidate's to set",
         )
+        secret = parser.add_mutually_exclusive_group()
+        secret.add_argument(
+            "--token-env",
+            metavar="VAR",
+            default=None,
+            help="read a private repository's access token from this environment variable",
+        )
+        secret.add_argument(
+            "--token-file",
+            metavar="PATH",
+            default=None,
+            help="read a private repository's access token from this file ('-': stdin)",
+        )
         parser.add_argument("--assignment", required=True, help="the assignment's slug")
         parser.add_argument("--candidate", required=True, help="the candidate's name")
         parser.add_argument("--stub-url", default="", help="the candidate's live stub URL")
@@ -55,6 +75,9 @@ class Command(BaseCommand):
         shown = split_credentials(raw)[0] if is_url else raw
         if not is_url and not Path(raw).is_file():
             raise CommandError(f"{raw}: no such file")
+        token = _token(options)
+        if token and not is_url:
+            raise CommandError("an access token is for a repository URL, not a file")
         try:
             assignment = Assignment.objects.get(slug=options["assignment"])
         except Assignment.DoesNotExist:
@@ -73,7 +96,10 @@ class Command(BaseCommand):
             raise CommandError("--candidate must name the candidate")
         candidate, _ = Candidate.objects.get_or_create(name=name)
         try:
-            result = _ingest(raw, is_url, candidate, assignment, stub_url, options)
+            result = _ingest(raw, is_url, candidate, assignment, stub_url, token, options)
+        except AccessRefused as exc:
+            how = "--token-env VAR or --token-file PATH|-"
+            raise CommandError(f"{shown}: rejected: {exc} ({how})") from None
         except UploadRejected as exc:
             raise CommandError(f"{shown}: rejected: {exc}") from None
         submission = result.submission
@@ -98,12 +124,42 @@ def _instant(text: str) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
+_TOKEN_MAX_CHARS = 500  # the form's token field's max_length
+
+
+def _token(options: dict[str, Any]) -> str:
+    """The access token --token-env or --token-file names ("" without either), stripped as
+    the form's field strips it. Errors name the variable or the file, never the value."""
+    if options["token_env"]:
+        var = str(options["token_env"])
+        if var not in os.environ:
+            raise CommandError(f"--token-env: the environment variable {var} is not set")
+        token = os.environ[var].strip()
+        where = f"the environment variable {var}"
+    elif options["token_file"]:
+        path = str(options["token_file"])
+        try:
+            token = (sys.stdin.read() if path == "-" else Path(path).read_text()).strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise CommandError(f"--token-file: {path} could not be read ({reason})") from None
+        where = "stdin" if path == "-" else path
+    else:
+        return ""
+    if not token:
+        raise CommandError(f"--token-*: {where} holds no access token")
+    if len(token) > _TOKEN_MAX_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in token):
+        raise CommandError(f"--token-*: {where} does not hold one access token on one line")
+    return token
+
+
 def _ingest(
     raw: str,
     is_url: bool,
     candidate: Candidate,
     assignment: Assignment,
     stub_url: str,
+    token: str,
     options: dict[str, Any],
 ) -> IntakeResult:
     """Fetch a repository, or read a file (an archive, or a bundle judged at --ref/--before)."""
@@ -116,6 +172,7 @@ def _ingest(
             ref=ref,
             before=before,
             stub_url=stub_url,
+            token=token,
         )
     path = Path(raw)
     source = GitSource(ref=ref, before=before) if ref or before else None
