@@ -439,7 +439,9 @@ def typical() -> tuple[int, bytes]:
         job_execute(job_id=job.pk)
     # Replays and the rest would need the sandbox: they stay queued, as on a web host.
     sub = (
-        Submission.objects.filter(assignment__shape="cassette", status=Submission.Status.READY)
+        Submission.objects.filter(
+            assignment__shape="cassette", jobs__kind=Job.Kind.ANALYSIS, jobs__state=Job.State.PASSED
+        )
         .select_related("candidate")
         .order_by("pk")
         .first()
