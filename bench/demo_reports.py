@@ -2,7 +2,9 @@
 
 Seeds the demo cohort into a fresh SQLite DATA_DIR, runs every submission's analysis (intake
 and analysis only: replays need the sandbox and measure time), and writes each
-`manage.py report ID --format json` text to OUT/<assignment>--<candidate>.json.
+`manage.py report ID --format json` text to OUT/<assignment>--<candidate>.json and each
+`manage.py cohort SLUG --format json` (the agreement and calibration figures) to
+OUT/cohort--<slug>.json.
 Compare two runs (before and after a change) with `--compare`:
 
     .venv/bin/python bench/demo_reports.py /tmp/before
@@ -70,6 +72,14 @@ def write_reports(out: Path) -> list[Path]:
         call_command("report", submission.pk, format="json", stdout=buffer)
         name = f"{submission.assignment.slug}--{submission.candidate.name}".replace(" ", "_")
         path = out / f"{name}.json"
+        path.write_text(_mask(buffer.getvalue()), encoding="utf-8")
+        files.append(path)
+    from submissions.models import Assignment
+
+    for assignment in Assignment.objects.order_by("slug"):
+        buffer = io.StringIO()
+        call_command("cohort", assignment.slug, format="json", stdout=buffer)
+        path = out / f"cohort--{assignment.slug}.json"
         path.write_text(_mask(buffer.getvalue()), encoding="utf-8")
         files.append(path)
     files.append(_rows(out / "stored-rows.txt"))
