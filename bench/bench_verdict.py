@@ -1,8 +1,9 @@
 """Time to verdict: each demo hand-in from upload to its last job's end, through a real worker.
 
 Ours, per demo hand-in (every shape): the archive handed to `submission_create` as the upload
-form does, a real Celery worker (one process, SQLite and the filesystem broker in a fresh
-DATA_DIR) running every job it queues; measured from the upload to the end of the last job.
+form does, a real Celery worker (two processes as `make worker`, SQLite and the filesystem
+broker in a fresh DATA_DIR) running every job it queues; measured from the upload to the end
+of the last job.
 Where the time went comes from the Job rows: each job's wait in the queue (enqueued to
 started) and its run (started to finished).
 
@@ -14,7 +15,7 @@ sandbox runtime's interpreter first on PATH, plus its dependency install from a 
 Target (issue #32): ours <= 1.3x the bare minimum for every shape. A hand-in whose bare run
 fails is skipped, with the reason: its minimum is not known.
 
-    .venv/bin/python bench/bench_verdict.py [--only cassette-good ...] [--timeout 300]
+    .venv/bin/python bench/bench_verdict.py [--only cassette-good ...] [--concurrency 2]
 """
 
 from __future__ import annotations
@@ -41,8 +42,7 @@ from bench.common import Row, emit  # noqa: E402
 TARGET = 1.3
 BARE_RUNS = 3
 DEMO = ROOT / "demo"
-# One worker process, as a small host runs: jobs of one hand-in run one after another.
-WORKER_ARGS = ["-A", "reviewer", "worker", "-l", "warning", "--concurrency", "1"]
+WORKER_ARGS = ["-A", "reviewer", "worker", "-l", "warning"]
 
 
 def _environment(data_dir: Path) -> dict[str, str]:
@@ -131,6 +131,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", nargs="*", help="demo repositories to measure (default: all)")
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=2,
+        help="worker processes (default 2, as `make worker`; 1 runs a hand-in's jobs in turn)",
+    )
     args = parser.parse_args()
 
     entries = yaml.safe_load((DEMO / "candidates.yaml").read_text(encoding="utf-8"))
@@ -170,7 +176,7 @@ def main() -> int:
         }
         log = (tmp / "worker.log").open("w")
         worker = subprocess.Popen(
-            [str(ROOT / ".venv/bin/celery"), *WORKER_ARGS],
+            [str(ROOT / ".venv/bin/celery"), *WORKER_ARGS, "--concurrency", str(args.concurrency)],
             cwd=ROOT,
             env=env,
             stdout=log,
