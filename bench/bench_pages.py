@@ -743,6 +743,7 @@ def main() -> int:
             )
         )
     what["calibration"] = "calibration of the 1,000-candidate assignment"
+    what["typical"] = "submission page of a typical hand-in"
     for name, (first, warm) in firsts.items():
         ratio = first / warm
         code |= emit(
