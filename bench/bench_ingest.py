@@ -167,8 +167,10 @@ def _ours(root: Path, data_dir: Path, profile: Path | None = None) -> None:
     profiler = _profiler() if profile is not None else None
     try:
         started = time.perf_counter()
+        cpu_started = time.process_time()
         state = job_execute(job_id=job.pk)
         elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu_started
     finally:
         tree.rename(root)
     if profiler is not None and profile is not None:
@@ -177,7 +179,9 @@ def _ours(root: Path, data_dir: Path, profile: Path | None = None) -> None:
     job.refresh_from_db()
     if state != "passed":
         raise SystemExit(f"analysis ended {state}: {job.error}")
-    print(json.dumps({"seconds": elapsed, "summary": job.log.strip().splitlines()[-1:]}))
+    print(
+        json.dumps({"seconds": elapsed, "cpu": cpu, "summary": job.log.strip().splitlines()[-1:]})
+    )
 
 
 def _profiler() -> Any:
@@ -199,8 +203,11 @@ def _write_profile(profiler: Any, stem: Path) -> None:
 
 def _child(
     mode: str, root: Path, data_dir: Path | None, profile: Path | None = None
-) -> tuple[float, float]:
-    """Run one side in a child process; return (seconds, peak RSS in MB)."""
+) -> tuple[float, float, float]:
+    """Run one side in a child process; return (seconds, peak RSS in MB, CPU seconds).
+
+    The CPU time (this process's, so the database's too on SQLite) is what to compare
+    while other work shares the machine: the wall time grows with the load, it hardly."""
     code = [sys.executable, __file__, "--child", mode, "--tree", str(root)]
     if data_dir is not None:
         code += ["--data-dir", str(data_dir)]
@@ -211,12 +218,13 @@ def _child(
     wall = time.perf_counter() - started
     if result.returncode != 0:
         raise SystemExit(f"{mode} failed:\n{result.stderr[-3000:]}")
-    seconds = wall
+    seconds = cpu = wall
     for line in result.stdout.splitlines():
         if line.startswith("{"):
             seconds = json.loads(line)["seconds"]
+            cpu = json.loads(line).get("cpu", seconds)
     rss_mb = float(result.stderr.strip().splitlines()[-1].split()[-1])
-    return seconds, rss_mb
+    return seconds, rss_mb, cpu
 
 
 def main() -> int:
@@ -240,8 +248,10 @@ def main() -> int:
     if args.child:
         started = time.perf_counter()
         if args.child in ("baseline", "limit"):
+            cpu_started = time.process_time()
             (_baseline if args.child == "baseline" else _limit)(args.tree)
-            print(json.dumps({"seconds": time.perf_counter() - started}))
+            seconds = time.perf_counter() - started
+            print(json.dumps({"seconds": seconds, "cpu": time.process_time() - cpu_started}))
         else:
             _ours(args.tree, args.data_dir, args.profile)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -265,11 +275,18 @@ def _measure(scale: float, keep: Path | None, profile: Path | None = None) -> in
             size = generate(tree, count)
         else:
             size = sum(p.stat().st_size for p in (tree / "cassettes").iterdir())
-        base_s, base_rss = _child("baseline", tree, None)
-        limit_s, limit_rss = _child("limit", tree, None)
+        base_s, base_rss, base_cpu = _child("baseline", tree, None)
+        limit_s, limit_rss, limit_cpu = _child("limit", tree, None)
         stem = profile / f"ingest-{count}" if profile is not None else None
-        ours_s, ours_rss = _child("ours", tree, work / "data", stem)
-        what = f"analyse {count} recordings ({size / 2**20:.0f} MB)"
+        ours_s, ours_rss, ours_cpu = _child("ours", tree, work / "data", stem)
+        load = "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+        print(
+            f"{count} recordings, {load}: CPU seconds ours {ours_cpu:.2f}, "
+            f"read+parse+sha256 {base_cpu:.2f}, limit {limit_cpu:.2f} "
+            f"(ratios {ours_cpu / base_cpu:.2f}x, {ours_cpu / limit_cpu:.2f}x)",
+            flush=True,
+        )
+        what = f"analyse {count} recordings ({size / 2**20:.0f} MB, {load})"
         if stem is not None:
             what += " under pyinstrument"
         ours = f"{ours_s:.2f} s, {ours_rss:.0f} MB peak"

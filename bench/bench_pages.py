@@ -5,10 +5,18 @@ every rubric row (submitted reviews); the first submission also holds 10,000 rec
 100,000 trace rows, turns, interactions, checks and findings. A second assignment holds the
 same at a tenth of the rows.
 
-Baseline, in the same run: a view returning "ok" under the same gunicorn (2 sync workers,
+Baselines, in the same run: a view returning "ok" under the same gunicorn (2 sync workers,
 DEBUG off, the same middleware), loaded by the same wrk with the same connections and
-cookies. Target per page: >= 0.3x the trivial view's requests per second, no non-2xx
-response, and the same number of queries at both data sizes.
+cookies; and a peer users already accept, Django's admin change list of submissions (100 a
+page, logged in as a superuser). A typical hand-in is the demo cohort's first cassette
+hand-in, ingested and analysed by the real jobs.
+
+Targets (issue #32): against the trivial view >= 0.3x per page, no non-2xx response, the same
+number of queries at both data sizes; against the admin's change list, the typical
+hand-in's submission page >= 1x cold (the fragment cache off, every request renders) and
+the submission page at 10,000 recordings >= 0.5x, the comparison at 1,000 candidates >= 1x;
+and no first view (in a fresh process, caches cleared) over 3x the same page's warm view,
+calibration's included.
 
 PostgreSQL (a database of its own, dropped at the end) when 127.0.0.1:5432 answers, else
 SQLite in a temporary DATA_DIR.
@@ -44,6 +52,10 @@ from bench.common import Row, emit  # noqa: E402
 SETTINGS = "bench.pages_settings"
 PG_HOST, PG_PORT = "127.0.0.1", 5432
 TARGET = 0.3
+# Against the admin's change list (issue #32), and first view against warm view.
+ADMIN_TARGETS = {"typical_cold": 1.0, "submission": 0.5, "comparison": 1.0}
+FIRST_VIEW_TARGET = 3.0
+WARM_VIEWS = 5
 BIG = {"candidates": 1000, "recordings": 10_000, "trace_rows": 100_000}
 REVIEWS_EACH = 3
 # wrk: count every response that is not a 200 (wrk itself leaves 3xx out of its error count).
@@ -414,6 +426,31 @@ def users() -> Any:
     return lead
 
 
+def typical() -> tuple[int, bytes]:
+    """The demo cohort seeded and analysed by the real jobs (intake, analysis); the id and
+    candidate name of its first cassette hand-in, a typical one."""
+    from reviewer.ops.demo import demo_seed
+    from submissions.jobs.engine import job_execute
+    from submissions.models import Job, Submission
+
+    demo_seed()
+    kinds = [Job.Kind.INTAKE, Job.Kind.ANALYSIS]
+    while job := Job.objects.filter(state=Job.State.QUEUED, kind__in=kinds).order_by("pk").first():
+        job_execute(job_id=job.pk)
+    # Replays and the rest would need the sandbox: they stay queued, as on a web host.
+    sub = (
+        Submission.objects.filter(
+            assignment__shape="cassette", jobs__kind=Job.Kind.ANALYSIS, jobs__state=Job.State.PASSED
+        )
+        .select_related("candidate")
+        .order_by("pk")
+        .first()
+    )
+    if sub is None:
+        raise SystemExit("no demo cassette hand-in was analysed")
+    return sub.pk, sub.candidate.name.encode()
+
+
 def urls(cohort: Cohort) -> dict[str, str]:
     from django.urls import reverse
 
@@ -481,6 +518,62 @@ def wrk(port: int, url: str, headers: dict[str, str], args: argparse.Namespace, 
     return rps, bad, p50
 
 
+def serve(env: dict[str, str], workers: int, log: Path, headers: dict[str, str]):
+    """gunicorn on a free port, once it answers; (process, port)."""
+    port = _free_port()
+    gunicorn = [str(ROOT / ".venv/bin/gunicorn"), "reviewer.wsgi", "-k", "sync"]
+    gunicorn += ["-w", str(workers), "-b", f"127.0.0.1:{port}", "--timeout", "120"]
+    server = subprocess.Popen(
+        gunicorn, cwd=ROOT, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if fetch(port, "/bench/trivial/", headers)[0] == 200:
+                return server, port
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            raise SystemExit("gunicorn did not start:\n" + log.read_text()[-3000:])
+        time.sleep(0.2)
+
+
+def stop(server: subprocess.Popen | None) -> None:
+    if server is None:
+        return
+    server.terminate()
+    try:
+        server.wait(10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
+def first_and_warm(
+    env: dict[str, str], log: Path, url: str, headers: dict[str, str], wanted: list[bytes]
+) -> tuple[float, float]:
+    """Seconds of a page's first view in a fresh one-worker process (the shared cache
+    emptied first; the fragment cache is the process's own) and the median of the next
+    WARM_VIEWS views."""
+    from django.core.cache import cache
+
+    cache.clear()
+    server, port = serve(env, 1, log, headers)
+    try:
+        times = []
+        for _ in range(1 + WARM_VIEWS):
+            started = time.perf_counter()
+            status, body = fetch(port, url, headers)
+            times.append(time.perf_counter() - started)
+            missing = [t for t in wanted if t not in body]
+            if status != 200 or missing:
+                raise SystemExit(f"{url}: status {status}, missing {missing}")
+    finally:
+        stop(server)
+    warm = sorted(times[1:])[len(times[1:]) // 2]
+    return times[0], warm
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--duration", type=int, default=10, help="seconds of wrk per URL")
@@ -521,6 +614,10 @@ def main() -> int:
         lead = users()
         small = {k: v // 10 for k, v in BIG.items()}
         cohorts = {"big": seed(slug="bench-big", **BIG), "small": seed(slug="bench-small", **small)}
+        typical_id, typical_name = typical()
+        from django.contrib.auth.models import User
+
+        admin_user = User.objects.create_superuser("bench-admin", password=None)
         with connections["default"].cursor() as cursor:
             # Fresh statistics, as autovacuum would have gathered on a live database.
             cursor.execute("VACUUM ANALYZE" if database else "ANALYZE")
@@ -532,47 +629,61 @@ def main() -> int:
             "Cookie": f"sessionid={client.cookies['sessionid'].value}",
             "X-Forwarded-Proto": "https",
         }
+        admin_client = Client()
+        admin_client.force_login(admin_user)
+        admin_headers = {
+            "Cookie": f"sessionid={admin_client.cookies['sessionid'].value}",
+            "X-Forwarded-Proto": "https",
+        }
+        from django.urls import reverse
+
+        typical_url = reverse("submission", args=[typical_id])
+        targets = {
+            "trivial": "/bench/trivial/",
+            "admin": reverse("admin:submissions_submission_changelist"),
+            "typical": typical_url,
+            **urls(cohorts["big"]),
+            "calibration": reverse("calibration", args=[cohorts["big"].slug]),
+        }
+        wanted = {
+            "trivial": [b"ok"],
+            "admin": [b'id="result_list"', b"candidate"],
+            "typical": [typical_name],
+            **expected(cohorts["big"]),
+            "calibration": [b"Krippendorff"],
+        }
+        page_headers = {name: admin_headers if name == "admin" else headers for name in targets}
+
+        def warm_up(port: int, names: list[str]) -> None:
+            for name in names:
+                for _ in range(2 * args.workers):  # every worker renders each page once first
+                    status, body = fetch(port, targets[name], page_headers[name])
+                    missing = [t for t in wanted[name] if t not in body]
+                    if status != 200 or missing:
+                        raise SystemExit(f"{name} {targets[name]}: status {status}, {missing}")
+
+        # First views, each in a fresh process, before anything else warms the database.
+        firsts = {
+            name: first_and_warm(env, log, targets[name], page_headers[name], wanted[name])
+            for name in ("typical", "submission", "comparison", "calibration")
+        }
         connections.close_all()
-
-        port = _free_port()
-        gunicorn = [str(ROOT / ".venv/bin/gunicorn"), "reviewer.wsgi", "-k", "sync"]
-        gunicorn += ["-w", str(args.workers), "-b", f"127.0.0.1:{port}", "--timeout", "120"]
-        server = subprocess.Popen(
-            gunicorn,
-            cwd=ROOT,
-            env=env,
-            stdout=log.open("w"),
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if fetch(port, "/bench/trivial/", headers)[0] == 200:
-                    break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("gunicorn did not start:\n" + log.read_text()[-3000:])
-            time.sleep(0.2)
-
-        targets = {"trivial": "/bench/trivial/", **urls(cohorts["big"])}
-        wanted = {"trivial": [b"ok"], **expected(cohorts["big"])}
-        for name, url in targets.items():
-            for _ in range(2 * args.workers):  # every worker renders each page once first
-                status, body = fetch(port, url, headers)
-                missing = [t for t in wanted[name] if t not in body]
-                if status != 200 or missing:
-                    raise SystemExit(f"{name} {url}: status {status}, missing {missing}")
         script = data_dir / "count.lua"
         script.write_text(WRK_SCRIPT)
-        results = {name: wrk(port, url, headers, args, script) for name, url in targets.items()}
+        server, port = serve(env, args.workers, log, headers)
+        warm_up(port, list(targets))
+        results = {
+            name: wrk(port, url, page_headers[name], args, script) for name, url in targets.items()
+        }
+        stop(server)
+        server = None
+        # The typical hand-in's page cold: the fragment cache off, so every request renders.
+        cold_env = {**env, "DJANGO_SETTINGS_MODULE": "bench.pages_settings_cold"}
+        server, port = serve(cold_env, args.workers, log, headers)
+        warm_up(port, ["typical"])
+        results["typical_cold"] = wrk(port, typical_url, headers, args, script)
     finally:
-        if server is not None:
-            server.terminate()
-            try:
-                server.wait(10)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        stop(server)
         if "django.db" in sys.modules:
             from django.db import connections
 
@@ -581,6 +692,8 @@ def main() -> int:
             _pg_admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
         shutil.rmtree(data_dir, ignore_errors=True)
 
+    load = "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    print(f"# {load}", flush=True)
     base_rps, base_bad, base_p50 = results["trivial"]
     what = {
         "comparison": f"comparison page, {BIG['candidates']:,} candidates x {REVIEWS_EACH} reviews",
@@ -605,6 +718,42 @@ def main() -> int:
                 ratio=f"{ratio:.3f}x",
                 target=f">= {TARGET}x, same queries at 1/10 rows",
                 ok=ok,
+            )
+        )
+    admin_rps, admin_bad, admin_p50 = results["admin"]
+    what.update(
+        {
+            "typical_cold": "submission page of a typical hand-in, cold (fragment cache off)",
+            "typical": "submission page of a typical hand-in, warm",
+        }
+    )
+    for name in ("typical_cold", "typical", "submission", "comparison"):
+        rps, bad, p50 = results[name]
+        ratio = rps / admin_rps
+        target = ADMIN_TARGETS.get(name)
+        code |= emit(
+            Row(
+                what=f"{what[name]} ({engine}, {load})",
+                ours=f"{rps:.1f} req/s (p50 {p50})" + (f", {bad} not 200" if bad else ""),
+                baseline=f"admin change list, 100 submissions a page, {admin_rps:.1f} req/s "
+                f"(p50 {admin_p50})" + (f", {admin_bad} not 200" if admin_bad else ""),
+                ratio=f"{ratio:.2f}x",
+                target=f">= {target}x" if target else "none (shown for reference)",
+                ok=(target is None or ratio >= target) and bad == 0 and admin_bad == 0,
+            )
+        )
+    what["calibration"] = "calibration of the 1,000-candidate assignment"
+    what["typical"] = "submission page of a typical hand-in"
+    for name, (first, warm) in firsts.items():
+        ratio = first / warm
+        code |= emit(
+            Row(
+                what=f"first view: {what[name]} (fresh process, caches cleared; {load})",
+                ours=f"first {first * 1000:.0f} ms",
+                baseline=f"warm view {warm * 1000:.0f} ms (median of {WARM_VIEWS})",
+                ratio=f"{ratio:.2f}x",
+                target=f"<= {FIRST_VIEW_TARGET}x",
+                ok=ratio <= FIRST_VIEW_TARGET,
             )
         )
     return code

@@ -10,6 +10,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import connections, models, router, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.base.operations import BaseDatabaseOperations
 from django.db.models import Field, Model
 from django.utils import timezone
 
@@ -88,7 +89,62 @@ def _preparer(field: Field, connection: BaseDatabaseWrapper) -> Callable[[Model]
             return prep(value, connection)
 
         return text
+    if _plain_integer(field, connection):
+        # An int (or None) passes through unchanged on a backend whose integer adapter is
+        # the base one (SQLite): the ORM's calls would only check and return it.
+        attname = field.attname
+
+        def integer(obj: Model) -> Any:
+            value = getattr(obj, attname)
+            if value is None or type(value) is int:
+                return value
+            return prep(value, connection)
+
+        return integer
+    if (
+        type(field) is models.JSONField
+        and type(field).pre_save is Field.pre_save
+        and models.JSONField.get_prep_value is Field.get_prep_value
+    ):
+        # A dict or list goes to the backend's JSON adapter, as get_db_prep_save would hand
+        # it after three calls that pass it through unchanged.
+        attname = field.attname
+        adapt = connection.ops.adapt_json_value
+        encoder = field.encoder
+
+        def json_value(obj: Model) -> Any:
+            value = getattr(obj, attname)
+            if type(value) is dict or type(value) is list:
+                return adapt(value, encoder)
+            return prep(value, connection)
+
+        return json_value
     return lambda obj: prep(field.pre_save(obj, True), connection)
+
+
+def _plain_integer(field: Field, connection: BaseDatabaseWrapper) -> bool:
+    """True when get_db_prep_save(pre_save(obj)) returns an int or None as it is: an integer
+    column (or a foreign key to one) with the ORM's own methods, and a backend that does
+    not wrap integers (PostgreSQL's does)."""
+    ops = type(connection.ops)
+    if ops.adapt_integerfield_value is not BaseDatabaseOperations.adapt_integerfield_value:
+        return False
+    if ops.validate_autopk_value is not BaseDatabaseOperations.validate_autopk_value:
+        return False
+    target = field
+    if isinstance(field, models.ForeignKey):
+        if type(field).get_db_prep_save is not models.ForeignKey.get_db_prep_save:
+            return False
+        target = field.target_field
+    kind = type(target)
+    return (
+        issubclass(kind, models.IntegerField)
+        and type(field).pre_save is Field.pre_save
+        and kind.get_prep_value is models.IntegerField.get_prep_value
+        and kind.get_db_prep_save is Field.get_db_prep_save
+        and kind.get_db_prep_value
+        in (models.IntegerField.get_db_prep_value, models.AutoField.get_db_prep_value)
+    )
 
 
 def _copy(cur: Any, table: str, columns: str, rows: list[list], staging: str | None) -> None:

@@ -207,7 +207,10 @@ class _Store:
             rec.recomputed_key = (recomputed.get(rec.path) or "")[:128]
         with transaction.atomic():
             self.blobs.flush()
-            Recording.objects.bulk_create(self.recordings, batch_size=_BATCH)
+            # One prepared INSERT (COPY on PostgreSQL) and one read of the new ids, where
+            # bulk_create ran an INSERT ... RETURNING per 70 rows, each prepared by the ORM.
+            bulk_insert(Recording, self.recordings)
+            _ids_take(self.submission, self.recordings)
             for rec in self.recordings:
                 self.by_path.setdefault(rec.path, rec.pk)
             for rec, inter in self.interactions:
@@ -216,11 +219,32 @@ class _Store:
                 row.recording_id = rec.pk
             bulk_insert(Interaction, [i for _, i in self.interactions])
             bulk_insert(TraceRow, [r for _, r in self.rows])
-            ResponseId.objects.bulk_create(self.response_ids, batch_size=_BATCH)
+            bulk_insert(ResponseId, self.response_ids)
         self.response_ids.clear()
         self.recordings.clear()
         self.interactions.clear()
         self.rows.clear()
+
+
+def _ids_take(submission: Submission, recordings: list[Recording]) -> None:
+    """Give the recordings just inserted (in this order) their ids: the submission's newest.
+
+    Only this job writes a submission's recordings (inside the transaction that inserted
+    them), and ids grow in insertion order (SQLite's AUTOINCREMENT; PostgreSQL's sequence
+    within one COPY); the paths read back must match, in order, or nothing is assumed.
+    """
+    if not recordings:
+        return
+    rows = list(
+        Recording.objects.filter(submission=submission)
+        .order_by("-pk")
+        .values_list("pk", "path")[: len(recordings)]
+    )
+    rows.reverse()
+    if [path for _, path in rows] != [rec.path for rec in recordings]:
+        raise RuntimeError("the recordings read back are not the ones just inserted")
+    for rec, (pk, _) in zip(recordings, rows, strict=True):
+        rec.pk = pk
 
 
 def _turn_profile(report: FileReport) -> TextProfile | None:

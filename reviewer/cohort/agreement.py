@@ -99,7 +99,7 @@ def reviewer_calibration(units: Units) -> list[dict[str, Any]]:
     for reviewer in reviewers:
         mine = [scores[reviewer] for scores in units.values() if reviewer in scores]
         offsets = [
-            scores[reviewer] - mean(v for r, v in scores.items() if r != reviewer)
+            scores[reviewer] - _mean_of_others(scores, reviewer)
             for scores in units.values()
             if reviewer in scores and len(scores) >= 2
         ]
@@ -112,6 +112,20 @@ def reviewer_calibration(units: Units) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def _mean_of_others(scores: dict[Any, Any], reviewer: Any) -> Any:
+    """`statistics.mean` of the other reviewers' scores, the same value of the same type.
+
+    Scores are ints: their mean is an int when the division is exact, else int / int (as
+    correctly rounded as mean's exact fraction). mean's exact arithmetic cost half a second
+    of a 1,000-candidate calibration page; anything but ints still goes to it.
+    """
+    others = [v for r, v in scores.items() if r != reviewer]
+    if not all(type(v) is int for v in others):
+        return mean(others)
+    total, count = sum(others), len(others)
+    return total // count if total % count == 0 else total / count
 
 
 # Krippendorff's own guide ("Content Analysis", 2004): rely on alpha >= .800, draw only

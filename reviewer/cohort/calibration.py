@@ -9,6 +9,7 @@ from typing import Any
 from reviewer.cohort import agreement
 from reviewer.cohort.agreement import MIN_SHARED, Units
 from reviewer.cohort.cohort import (
+    RECOMMENDATIONS,
     Cohort,
     Recommendation,
     recommendation_agreement,
@@ -81,7 +82,7 @@ def recommendation_spread(pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
             {
                 "reviewer": who,
                 "levels": [(level.label, values.count(level.value)) for level in Recommendation],
-                "none": sum(1 for v in values if v not in Recommendation.values),
+                "none": sum(1 for v in values if v not in RECOMMENDATIONS),
                 "reviews": len(values),
             }
         )

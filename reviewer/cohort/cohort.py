@@ -41,16 +41,19 @@ FLAG_RULE = (
 # helpers only count and word them, so every page, the CSV, the report and the JSON agree.
 Recommendation = Review.Recommendation
 YES_SIDE = frozenset({Recommendation.YES, Recommendation.STRONG_YES})
+# The choices' values, built once: `Recommendation.values` makes a new list at each read,
+# and a calibration page read it once per review of the cohort.
+RECOMMENDATIONS = frozenset(Recommendation.values)
 
 
 def recommendation_label(value: str) -> str:
     """The label of a recommendation value ("Strong yes"); "" for a review without one."""
-    return Recommendation(value).label if value in Recommendation.values else ""
+    return Recommendation(value).label if value in RECOMMENDATIONS else ""
 
 
 def recommendation_counts(values: Iterable[str]) -> list[tuple[str, str, int]]:
     """(value, label, count) of each level given, the most favourable first."""
-    counts = Counter(v for v in values if v in Recommendation.values)
+    counts = Counter(v for v in values if v in RECOMMENDATIONS)
     return [
         (level.value, level.label, counts[level.value])
         for level in reversed(Recommendation)
@@ -67,7 +70,7 @@ def recommendation_agreement(values: Iterable[str]) -> str:
     """Whether the reviewers agree on the recommendation: "agree" (one level), "same side"
     (yes and strong yes, or no and strong no), "split" (yes and no), "one" (a single
     recommendation) or "none"."""
-    given = [v for v in values if v in Recommendation.values]
+    given = [v for v in values if v in RECOMMENDATIONS]
     if not given:
         return "none"
     if len(given) == 1:

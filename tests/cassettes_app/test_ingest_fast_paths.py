@@ -462,3 +462,48 @@ def test_bulk_insert_stores_text_columns_as_bulk_create_does(db: None) -> None:
     ours = [row[1:] for row in rows if row[0].startswith("a")]
     orm = [row[1:] for row in rows if row[0].startswith("b")]
     assert ours == orm == [(str(v), "") for v in values]
+
+
+def test_bulk_insert_prepares_numbers_and_json_as_the_orm_does(db: None) -> None:
+    """Its shortcuts for integer, foreign key and JSON columns give every value the ORM's
+    own preparation gives: ints, None, a numeric string, dicts, lists and JSON scalars."""
+    from submissions.blobs import _preparer
+
+    turns = [
+        Turn(
+            submission_id=1,
+            thread=3,
+            index=0,
+            recording_id=None,
+            interaction_index="7",  # a str: the ORM makes it an int, so must we
+            new_messages=[{"role": "user", "text": "é\x00"}],
+            response=None,
+            usage={"tokens": 1.5, "nested": [True, None]},
+        ),
+        Turn(submission_id=2, thread=0, index=1, recording_id=9, new_messages="a str", usage=[]),
+    ]
+    fields = [f for f in Turn._meta.concrete_fields if f is not Turn._meta.auto_field]
+    for turn in turns:
+        for field in fields:
+            orm = field.get_db_prep_save(field.pre_save(turn, True), connection)
+            ours = _preparer(field, connection)(turn)
+            assert (type(ours), ours) == (type(orm), orm), field.name
+
+
+def test_the_stored_recordings_get_the_ids_their_rows_point_to(db: None) -> None:
+    """Recordings are written without RETURNING: each interaction and turn still points to
+    the recording of its own file."""
+    names = ["d", "a", "c", "b", "e"]
+    files = {"README.md": "# x\n"}
+    files |= {
+        f"cassettes/{n}.json": json.dumps(_cassette(f"file {n}", i)) for i, n in enumerate(names)
+    }
+    submission, _ = _ingest(files)
+    recordings = Recording.objects.filter(submission=submission)
+    assert sorted(r.path for r in recordings) == [f"cassettes/{n}.json" for n in sorted(names)]
+    for recording in recordings:
+        name = recording.path.split("/")[-1].removesuffix(".json")
+        (inter,) = Interaction.objects.filter(recording=recording)
+        assert f"file {name}".encode() in blob_read(Blob.objects.get(pk=inter.request_blob_id))
+        (turn,) = Turn.objects.filter(recording=recording)
+        assert f"file {name}" in json.dumps(turn.new_messages)

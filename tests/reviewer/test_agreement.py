@@ -87,6 +87,41 @@ def test_each_reviewers_offset_and_share_of_threes() -> None:
     assert got["ben"]["mean_offset"] == -1 and got["ben"]["share_of_3"] == 0
 
 
+def test_offsets_keep_the_values_and_types_statistics_mean_gives() -> None:
+    """The offsets' fast mean of the others' scores is statistics.mean's value and type (an
+    int when exact): the JSON of the calibration figures does not change by a character."""
+    import random
+    from statistics import mean
+
+    def reference(units):  # the figures as computed with statistics.mean throughout
+        out = []
+        for who in sorted({r for scores in units.values() for r in scores}):
+            mine = [scores[who] for scores in units.values() if who in scores]
+            offsets = [
+                scores[who] - mean(v for r, v in scores.items() if r != who)
+                for scores in units.values()
+                if who in scores and len(scores) >= 2
+            ]
+            out.append(
+                {
+                    "reviewer": who,
+                    "n": len(mine),
+                    "mean_offset": round(mean(offsets), 4) if offsets else None,
+                    "share_of_3": round(mine.count(3) / len(mine), 4) if mine else None,
+                }
+            )
+        return out
+
+    rng = random.Random(32)
+    people = ["ann", "ben", "cy", "dee", "eve", "fay", "gus"]
+    for _ in range(300):
+        units = {
+            (u, 0): {r: rng.randint(0, 3) for r in rng.sample(people, rng.randint(1, 7))}
+            for u in range(rng.randint(1, 12))
+        }
+        assert json.dumps(reviewer_calibration(units)) == json.dumps(reference(units))
+
+
 @pytest.fixture
 def cohort(assignment, reviewer, reviewer2, lead):
     rubric = RubricTemplate.objects.get(slug="cassette")
