@@ -82,7 +82,7 @@ def stream(whole: dict[str, Any]) -> bytes:
 class AnthropicModel:
     """The server; `url` is its base URL (…/v1), `seen` the x-api-key headers it got."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.qty, self.text, self.reject = 1, "bug", False
         self.seen: list[str] = []
         self.paths: list[str] = []
@@ -125,7 +125,7 @@ class AnthropicModel:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -134,3 +134,15 @@ class AnthropicModel:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+if __name__ == "__main__":
+    # `python -m tests.stubs.anthropic_model [PORT]`: a loopback endpoint to try spot checks with.
+    import sys
+
+    served = AnthropicModel(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    print(served.url, flush=True)
+    try:
+        served.thread.join()
+    except KeyboardInterrupt:
+        served.close()

@@ -57,7 +57,7 @@ def stream(request: dict[str, Any], whole: dict[str, Any]) -> bytes:
 class ChatModel:
     """The server; `url` is its base URL (…/v1), `seen` the Authorization headers it got."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.qty, self.text, self.reject = 1, "bug", False
         self.delay = 0.0  # seconds each answer takes (lets concurrent callers interleave)
         self.seen: list[str] = []
@@ -90,7 +90,7 @@ class ChatModel:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -99,3 +99,15 @@ class ChatModel:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+if __name__ == "__main__":
+    # `python -m tests.stubs.chat_model [PORT]`: a loopback endpoint to try spot checks with.
+    import sys
+
+    served = ChatModel(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    print(served.url, flush=True)
+    try:
+        served.thread.join()
+    except KeyboardInterrupt:
+        served.close()

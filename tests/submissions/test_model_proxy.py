@@ -293,3 +293,24 @@ def test_broken_or_usage_less_streams_count_no_tokens_and_never_crash(body, toke
     from submissions.net.model_proxy import answer_tokens
 
     assert answer_tokens(body) == tokens
+
+
+@pytest.mark.parametrize("module", ["tests.stubs.chat_model", "tests.stubs.anthropic_model"])
+def test_the_loopback_models_start_from_the_command_line_as_the_readme_says(module) -> None:
+    from tests.paths import ROOT
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, str(_free_port())],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        path = "/chat/completions" if module.endswith("chat_model") else "/messages"
+        request = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+        answer = httpx.post(url + path, json=request,
+                            headers={"anthropic-version": "2023-06-01"}, timeout=10)  # fmt: skip
+        assert answer.status_code == 200 and "usage" in answer.json()
+    finally:
+        proc.kill()
+        proc.wait()

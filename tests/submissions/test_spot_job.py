@@ -394,3 +394,9 @@ def test_a_recording_the_check_cap_left_untried_is_skipped_not_held_against(
         assert "1 pass, 1 skip" in outcome.summary and "cap check_calls" in str(outcome.evidence)
     finally:
         served.close()
+
+
+def test_a_null_field_the_live_answer_omits_is_no_drift() -> None:
+    recorded = {"logprobs": None, "refusal": None, "kept": 1, "gone": "x"}
+    items, _ = drift(recorded, {"kept": 1, "new": None})
+    assert [(d.field, d.change) for d in items] == [("gone", "removed")]
