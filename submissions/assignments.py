@@ -103,6 +103,7 @@ _ALLOWED = {
     "ticket_schema",
     "starter_files",
     "checks",
+    "reference",
 }
 ALLOWED_KEYS = frozenset(_ALLOWED | _STR_KEYS | _LIST_KEYS)
 
@@ -199,6 +200,8 @@ def assignment_values(data: Any, *, base_dir: Path | None = None) -> dict[str, A
         raise _fail("service_request", "path must start with /")
     values["service_request"] = request
     values["record_env"] = _record_env(merged.get("record_env"))
+    if "reference" in merged:  # absent: left as it is (manage.py assignment_reference sets it)
+        values.update(_reference(merged["reference"]))
     try:
         re.compile(values["id_pattern"] or DEFAULT_ID_PATTERN)
     except re.error as exc:
@@ -211,6 +214,21 @@ def assignment_values(data: Any, *, base_dir: Path | None = None) -> dict[str, A
     except RuleError as exc:
         raise AssignmentError(str(exc)) from None
     return values
+
+
+def _reference(raw: Any) -> dict[str, Any]:
+    """`reference: {candidate: NAME, every_days: N}`: the spot-checked reference hand-in."""
+    if raw is None:  # `reference: null` clears it
+        return {"reference_candidate": "", "reference_submission": None, "spot_check_every_days": 0}
+    if not isinstance(raw, dict) or not set(raw) <= {"candidate", "every_days"}:
+        raise _fail("reference", "must be a mapping with candidate and every_days")
+    name = raw.get("candidate")
+    if not isinstance(name, str) or not name.strip() or len(name) > 200:
+        raise _fail("reference.candidate", "must be the name of the reference's candidate")
+    days = raw.get("every_days", 7)
+    if isinstance(days, bool) or not isinstance(days, int) or not 0 <= days <= 365:
+        raise _fail("reference.every_days", f"must be 0 (never) to 365 days, got {days!r}")
+    return {"reference_candidate": name.strip(), "spot_check_every_days": days}
 
 
 def _load_schema(value: Any, base_dir: Path | None) -> dict | None:

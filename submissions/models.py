@@ -53,6 +53,9 @@ class Assignment(models.Model):
         "Submission", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     spot_check_every_days = models.PositiveSmallIntegerField(default=0)
+    # The reference as the assignment file names it: this candidate's latest hand-in (a name
+    # travels with the file; a submission id belongs to one deployment). Wins when set.
+    reference_candidate = models.CharField(max_length=200, blank=True)
     stale_after_days = models.PositiveIntegerField(default=42)
     expected_model = models.CharField(max_length=200, blank=True)
     id_pattern = models.CharField(max_length=200, default=DEFAULT_ID_PATTERN)

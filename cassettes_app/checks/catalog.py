@@ -165,8 +165,8 @@ CATALOG: dict[str, CheckSpec] = {
             LIVE_SPOT_CHECK,
             "Live spot check",
             "sampled recordings re-asked against the team's allowed model endpoint reproduce "
-            "on the graded fields (tool calls, finish reason, JSON structure); never a fail "
-            "on text drift alone",
+            "on the graded fields (tool calls, finish reason, JSON structure); a warning "
+            "with every try when none reproduces, never a fail",
             _SPOT,
         ),
         CheckSpec(

@@ -12,7 +12,8 @@ it holds. Each difference has a tier:
 A field is `graded` when the assignment grades on it: the tool calls and finish reason
 (`cassettes_app.checks.graded`) and any key the assignment names (`intent`, `needs_human`).
 Volatile fields a provider issues afresh each call (ids, timestamps, usage counts) are not
-drift and are left out. Pure: JSON values in, dicts out.
+drift and are left out, and so is a null field the other side omits. Pure: JSON values in,
+dicts out.
 """
 
 from __future__ import annotations
@@ -96,6 +97,11 @@ class _Walker:
                 if key in VOLATILE:
                     continue
                 where = f"{path}.{key}" if path else str(key)
+                one_sided = key not in a or key not in b
+                if one_sided and (a[key] if key in a else b[key]) is None:
+                    # A null field one side omits: servers differ on writing nulls (`logprobs`,
+                    # `refusal`) and a reader's `.get` sees None either way. Not drift.
+                    continue
                 if key not in b:
                     self.add(where, "removed", a[key], None)
                 elif key not in a:

@@ -7,14 +7,15 @@ as recorded to the endpoint, and each live answer is compared with the recorded 
 graded fields (`cassettes_app.checks.graded`): the tool calls, the finish reason, the
 structure of a JSON answer. A model is not deterministic, so a recording reproduces when any
 of its tries matches it (up to TRIES, stopping at the first match; or exactly K repeats, to
-show the model's variance); it fails only when none does, naming the field. Text drift is
-evidence, a `warn` at most. Every try's answer is kept (redacted, key scrubbed) on the
+show the model's variance). It never fails: a recorded answer no try reproduces is a `warn`
+naming the field, with every try shown; text drift is evidence only; a cap that left no try
+is a `skip` naming the cap. Every try's answer is kept (redacted, key scrubbed) on the
 SpotCheck row with its drift in tiers (`cassettes_app.checks.drift`), for the per-turn diff.
 
 Spending: every call takes a ledger row first (`spot_spend`: month caps under a row lock),
-and the endpoint's per-check caps bound the tries. A refused call ends the check in `error`
-naming the cap. The key is read from the environment at the call and scrubbed from anything
-stored (an error body may quote it).
+and the endpoint's per-check caps bound the tries. A refused call ends that recording's tries,
+the cap named (a `skip` when it left none). The key is read from the environment at the call
+and scrubbed from anything stored (an error body may quote it).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ MAX_SAMPLE = 10  # recordings one spot check may re-ask
 MAX_REPEATS = 10  # tries per recording one spot check may ask for
 _SHOWN = 300  # characters of a value shown in evidence
 _KEPT_ANSWER = 64_000  # characters of a live answer kept beside the recording
-_SEVERITY = {"pass": 0, "skip": 0, "warn": 1, "error": 2, "fail": 3}
+# A skipped recording (a cap left it no try) never hides what the others showed.
+_SEVERITY = {"skip": -1, "pass": 0, "warn": 1, "error": 2}
 
 
 @dataclass(slots=True)
@@ -84,6 +86,7 @@ class _Tries:
     evidence: list[dict[str, Any]] = field(default_factory=list)
     first_field: str = ""
     stopped: str = ""  # why no further try was made (a cap, the endpoint's error)
+    capped: bool = False  # `stopped` is a cap's refusal, not the endpoint's failure
     kept: list[dict[str, Any]] = field(default_factory=list)  # each try, for the diff page
 
 
@@ -197,12 +200,12 @@ def _one_try(
     """Make one call (caps first) and record what it showed; sets `stopped` when it cannot."""
     estimate = sample.recorded.usage.get("total_tokens", 0)
     if refusal := _cap_refusal(sample, endpoint, budget):
-        tries.stopped = refusal
+        tries.stopped, tries.capped = refusal, True
         return
     try:
         spend = spend_reserve(submission=submission, endpoint=endpoint, estimate=estimate)
     except CapReached as exc:
-        tries.stopped = str(exc)
+        tries.stopped, tries.capped = str(exc), True
         return
     tries.made += 1
     budget.made += 1
@@ -249,48 +252,54 @@ def _n_tries(count: int) -> str:
 
 
 def _verdict(sample: _Sample, endpoint: Endpoint, tries: _Tries) -> CheckOutcome:
+    """One recording's verdict: `pass` when a try reproduces the graded fields (text drift
+    is named, never held against it); `warn` when no try the caps allowed reproduces them,
+    every try shown; `skip` when a cap left no try at all; `error` when the endpoint could
+    not be asked. Never `fail`: a model's answer is evidence about the model as much as
+    about the recording, so the reviewer judges it from the tries."""
     where = f"{sample.path} (interaction {sample.index})"
     spent = f"{counted(tries.made, 'call')}, {tries.tokens} tokens on {endpoint.name}"
     evidence = [
         {"message": f"re-asked {where} against endpoint {endpoint.name}", "path": sample.path},
         *tries.evidence,
     ]
+    if tries.stopped:
+        evidence.append({"message": tries.stopped, "path": sample.path})
     if tries.reproduced and tries.stopped:
         # Reproduced before a cap (or an error) cut the repeats short: say so.
         spent += f"; {_n_tries(tries.made)} made, then {tries.stopped}"
-    if tries.reproduced and tries.drift:
+    if tries.reproduced:
+        drifted = ""
+        if tries.drift:
+            fields = ", ".join(d.field for d in tries.drift)
+            drifted = f"; its text drifts ({fields}), which is not graded"
+        summary = f"{where} reproduces on the graded fields{drifted} ({spent})"
+        return CheckOutcome(LIVE_SPOT_CHECK, "pass", summary, evidence)
+    if tries.first_field:
+        # Every answer the caps allowed departed on a graded field: what was observed.
+        cut = f"; then {tries.stopped}" if tries.stopped else ""
         summary = (
-            f"{where} reproduces on the graded fields; its text drifts "
-            f"({', '.join(d.field for d in tries.drift)}), which is not graded ({spent})"
+            f"{where} is reproduced by no try ({_n_tries(tries.made)}): {tries.first_field} "
+            f"differs from the recorded answer in every try shown ({spent}){cut}"
         )
         return CheckOutcome(LIVE_SPOT_CHECK, "warn", summary, evidence)
-    if tries.reproduced:
-        summary = f"{where} reproduces on the graded fields ({spent})"
-        return CheckOutcome(LIVE_SPOT_CHECK, "pass", summary, evidence)
-    if tries.first_field and (tries.made >= TRIES or not tries.stopped):
-        # Every answer the caps allowed departed on a graded field: what was observed.
-        summary = (
-            f"{where} does not reproduce in {_n_tries(tries.made)}: {tries.first_field} "
-            f"differs from the recorded answer ({spent})"
-        )
-        return CheckOutcome(LIVE_SPOT_CHECK, "fail", summary, evidence)
-    if tries.stopped:
-        evidence.append({"message": tries.stopped, "path": sample.path})
-        made = _n_tries(tries.made)
-        summary = f"spot check of {where} not finished after {made}: {tries.stopped}"
-        return CheckOutcome(LIVE_SPOT_CHECK, "error", summary, evidence)
-    summary = f"{where} does not reproduce in {_n_tries(tries.made)} ({spent})"
-    return CheckOutcome(LIVE_SPOT_CHECK, "fail", summary, evidence)
+    if tries.capped and tries.made == 0:
+        summary = f"{where} was not re-asked: {tries.stopped}"
+        return CheckOutcome(LIVE_SPOT_CHECK, "skip", summary, evidence)
+    made = _n_tries(tries.made)
+    reason = tries.stopped or "no answer could be compared"
+    summary = f"spot check of {where} not finished after {made}: {reason}"
+    return CheckOutcome(LIVE_SPOT_CHECK, "error", summary, evidence)
 
 
 def _combined(outcomes: list[CheckOutcome], spent: str) -> CheckOutcome:
-    """One check from each recording's verdict: the worst decides (fail, error, warn, pass)."""
+    """One check from each recording's verdict: the worst decides (error, warn, pass, skip)."""
     if len(outcomes) == 1:
         return outcomes[0]
     worst = max(outcomes, key=lambda o: _SEVERITY[o.status])
     counts = ", ".join(
         f"{sum(o.status == s for o in outcomes)} {s}"
-        for s in ("pass", "warn", "fail", "error")
+        for s in ("pass", "warn", "skip", "error")
         if any(o.status == s for o in outcomes)
     )
     summary = f"{len(outcomes)} recordings re-asked ({counts}; {spent}): {worst.summary}"

@@ -1,12 +1,14 @@
 """Scheduled spot checks of an assignment's own reference recordings, and their drift.
 
 An assignment may name a reference hand-in (the demo's, the hiring team's sample solution)
-and a period in days. The scheduler (Celery beat, `submissions.tasks.spot_check_references`,
-hourly) queues a spot check of it when the last scheduled one is older than the period: the
-same REFERENCE_SAMPLE recordings every time (the seed is the reference's id), so two checks
-compare. The assignment page shows what drifted since the last check: per recording, a
-status that changed and the fields whose drift is new (or gone). It spends like any spot
-check, within the endpoint's caps, and a check the caps refuse ends in `error` saying so.
+and a period in days: in its file (`reference: {candidate: NAME, every_days: 7}`, that
+candidate's latest hand-in) or by id (`manage.py assignment_reference`). The scheduler
+(Celery beat, `submissions.tasks.spot_check_references`, hourly) queues a spot check of it
+when the last scheduled one is older than the period: the same REFERENCE_SAMPLE recordings
+every time (the seed is the reference's id), so two checks compare. The assignment page
+shows which hand-in is the reference and what drifted since the last check: per recording,
+a status that changed and the fields whose drift is new (or gone). It spends like any spot
+check, within the endpoint's caps; a check the caps refuse before any call is a `skip`.
 """
 
 from __future__ import annotations
@@ -40,26 +42,44 @@ def assignment_reference_set(
         raise ReferenceRefused("the reference must be a hand-in of this assignment")
     if not 0 <= every_days <= 365:
         raise ReferenceRefused("every_days must be 0 (never) to 365")
+    # A reference set by id replaces one the assignment file named by candidate.
     Assignment.objects.filter(pk=assignment.pk).update(
-        reference_submission=submission, spot_check_every_days=every_days
+        reference_submission=submission, reference_candidate="", spot_check_every_days=every_days
     )
 
 
-def _due(now: datetime) -> list[Assignment]:
+def reference_of(assignment: Assignment) -> Submission | None:
+    """The assignment's reference hand-in: the latest accepted hand-in of the candidate its
+    file names (`reference: {candidate: ...}`), else the one set by id, else None."""
+    if assignment.reference_candidate:
+        return (
+            Submission.objects.filter(
+                assignment=assignment, candidate__name=assignment.reference_candidate
+            )
+            .exclude(status=Submission.Status.REJECTED)
+            .order_by("-created", "-pk")
+            .first()
+        )
+    return assignment.reference_submission
+
+
+def _due(now: datetime) -> list[tuple[Assignment, Submission]]:
     rows = (
-        Assignment.objects.filter(spot_check_every_days__gt=0, reference_submission__isnull=False)
+        Assignment.objects.filter(spot_check_every_days__gt=0)
+        .exclude(reference_submission__isnull=True, reference_candidate="")
         .select_related("reference_submission")
         .order_by("pk")
     )
     due = []
     for assignment in rows:
-        reference = assignment.reference_submission
-        assert reference is not None  # filtered above
+        reference = reference_of(assignment)
+        if reference is None:  # the named candidate has no hand-in yet
+            continue
         last = SpotCheck.objects.filter(submission=reference, scheduled=True).aggregate(
             at=Max("created")
         )["at"]
         if last is None or now - last >= timedelta(days=assignment.spot_check_every_days):
-            due.append(assignment)
+            due.append((assignment, reference))
     return due
 
 
@@ -69,9 +89,7 @@ def spot_checks_schedule(*, now: datetime | None = None) -> list[SpotCheck]:
     if not endpoints:
         return []
     queued = []
-    for assignment in _due(now or timezone.now()):
-        reference = assignment.reference_submission
-        assert reference is not None
+    for assignment, reference in _due(now or timezone.now()):
         try:
             spot = spot_check_create(
                 submission=reference,
@@ -102,6 +120,8 @@ class ReferenceDrift:
 
     latest: SpotCheck | None
     previous: SpotCheck | None
+    reference: Submission | None = None  # None: the named candidate has no hand-in yet
+    named: str = ""  # the candidate the assignment file names, when it names one
     rows: list[dict[str, Any]] = field(default_factory=list)
     sample: int = REFERENCE_SAMPLE
 
@@ -112,18 +132,21 @@ class ReferenceDrift:
 
 def reference_drift(assignment: Assignment) -> ReferenceDrift | None:
     """The drift since the last check, or None when the assignment names no reference."""
-    if assignment.reference_submission_id is None:
-        return None
+    reference = reference_of(assignment)
+    if reference is None:
+        if not assignment.reference_candidate:
+            return None
+        return ReferenceDrift(None, None, None, assignment.reference_candidate)
     checks = list(
         SpotCheck.objects.filter(
-            submission_id=assignment.reference_submission_id,
+            submission=reference,
             scheduled=True,
             status__in=[SpotCheck.Status.READY, SpotCheck.Status.ERROR],
         ).order_by("-created", "-pk")[:2]
     )
     latest = checks[0] if checks else None
     previous = checks[1] if len(checks) > 1 else None
-    drift = ReferenceDrift(latest, previous)
+    drift = ReferenceDrift(latest, previous, reference, assignment.reference_candidate)
     if latest is None or previous is None:
         return drift
     before = {r.get("path"): r for r in previous.results or []}

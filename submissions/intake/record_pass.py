@@ -33,6 +33,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from cassettes_app.analysis.globs import glob_match
+from cassettes_app.checks import counted
 from submissions.assignments import DEFAULT_RECORD_ENV
 from submissions.checks.spot_spend import CapReached, spend_reserve, spend_settle
 from submissions.intake.rerecord import rerecord_create
@@ -203,11 +204,12 @@ def _findings(result: RecordPassResult, proxy: ModelProxy) -> list[str]:
     elif cap is None:
         out.append("the hand-in declares no cap on its record mode's model calls")
     if _refused_by_cap(proxy):
-        out.append(f"{_refused_by_cap(proxy)} calls refused at the proxy's cap (429)")
+        out.append(f"{counted(_refused_by_cap(proxy), 'call')} refused at the proxy's cap (429)")
     refused = [e for e in proxy.exchanges if e.refused and e.status != 429]
     if refused:
         out.append(
-            f"{len(refused)} requests refused by the proxy (another method, path or host): "
+            f"{counted(len(refused), 'request')} refused by the proxy "
+            "(another method, path or host): "
             + "; ".join(f"{e.method} {e.path} ({e.status})" for e in refused[:5])
         )
     return out

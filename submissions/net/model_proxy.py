@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from cassettes_app.providers.sse import event_payloads
 from submissions.net.endpoints import APIS, Endpoint
 from submissions.net.outbound import OutboundError, OutboundRefused, SafeClient
 from submissions.net.reask import ANTHROPIC_VERSION, MAX_ANSWER_BYTES
@@ -95,13 +96,8 @@ def _error(status: int, kind: str, message: str) -> _Answer:
     return _Answer(status, json.dumps(body).encode())
 
 
-def answer_tokens(body: bytes) -> int | None:
-    """The tokens an answer's usage block reports (OpenAI or Anthropic shapes), else None."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    usage = data.get("usage") if isinstance(data, dict) else None
+def _usage_total(usage: Any) -> int | None:
+    """The tokens a usage block counts: its `total_tokens`, else input + output."""
     if not isinstance(usage, dict):
         return None
     total = usage.get("total_tokens")
@@ -111,6 +107,37 @@ def answer_tokens(body: bytes) -> int | None:
     if isinstance(inp, int) and isinstance(out, int) and not isinstance(inp | out, bool):
         return inp + out
     return None
+
+
+def _stream_usage(text: str) -> dict[str, Any] | None:
+    """The usage a streamed (SSE) answer reports, or None when it reports none.
+
+    OpenAI chat sends one last chunk with `usage` when asked (`stream_options.include_usage`);
+    Anthropic sends the input tokens in `message_start`'s message and the output tokens so
+    far in each `message_delta` (cumulative: the last one counts)."""
+    usage: dict[str, Any] | None = None
+    for event in event_payloads(text):
+        if not isinstance(event, dict):
+            continue
+        if event.get("type") == "message_start" and isinstance(event.get("message"), dict):
+            started = event["message"].get("usage")
+            if isinstance(started, dict):
+                usage = {**(usage or {}), **started}
+        elif event.get("type") == "message_delta" and isinstance(event.get("usage"), dict):
+            usage = {**(usage or {}), **event["usage"]}
+        elif isinstance(event.get("usage"), dict):
+            usage = event["usage"]  # an OpenAI chunk carries the whole count
+    return usage
+
+
+def answer_tokens(body: bytes) -> int | None:
+    """The tokens an answer reports (OpenAI or Anthropic shapes, whole or streamed), else None."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        # Not one JSON document: a server-sent event stream, read for its usage events.
+        return _usage_total(_stream_usage(body.decode("utf-8", "replace")))
+    return _usage_total(data.get("usage") if isinstance(data, dict) else None)
 
 
 @dataclass

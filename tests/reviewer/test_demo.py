@@ -20,6 +20,8 @@ def test_seed_demo_ingests_every_demo_repo_and_prints_logins(db, capsys) -> None
         assert Submission.objects.count() == len(repos) >= 8
         assert not Submission.objects.filter(status=Submission.Status.REJECTED).exists()
         assert Assignment.objects.count() == 4
+        # A new user can try the record pass on the demo without editing its assignment.
+        assert Assignment.objects.get(slug="cassette-triage").record_command == "make record"
         call_command("seed_demo")  # idempotent: same archives, same submissions
     assert Submission.objects.count() == len(repos)
 

@@ -2,7 +2,9 @@
 
 `POST /v1/messages` with `x-api-key` and `anthropic-version`: a last user message that
 mentions an order gets a `tool_use` block for `create_order` (`qty` from the switch), any
-other gets the switch's text. Every answer reports usage (12 input, 8 output tokens). With
+other gets the switch's text. Every answer reports usage (12 input, 8 output tokens); a
+streamed one (`"stream": true`) comes as Anthropic's SSE events, its usage in `message_start`
+and `message_delta`. With
 `reject`, it answers 401 quoting the key it was given, as some providers' error bodies do.
 A request without the version header, or to another path, is refused as the real API does.
 """
@@ -46,10 +48,41 @@ def answer(request: dict[str, Any], *, qty: int = 1, text: str = "bug") -> dict[
     }
 
 
+def stream(whole: dict[str, Any]) -> bytes:
+    """`whole` as Anthropic's message stream: input tokens in `message_start`, the output
+    tokens (cumulative) in `message_delta`."""
+    start = {k: v for k, v in whole.items() if k not in ("content", "usage")}
+    start["usage"] = {"input_tokens": USAGE["input_tokens"], "output_tokens": 1}
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": {**start, "content": []}})
+    ]
+    for n, block in enumerate(whole["content"]):
+        if block["type"] == "tool_use":
+            opened = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        else:
+            opened, delta = (
+                {"type": "text", "text": ""},
+                {"type": "text_delta", "text": block["text"]},
+            )
+        events += [
+            ("content_block_start", {"type": "content_block_start", "index": n, "content_block": opened}),
+            ("content_block_delta", {"type": "content_block_delta", "index": n, "delta": delta}),
+            ("content_block_stop", {"type": "content_block_stop", "index": n}),
+        ]  # fmt: skip
+    events += [
+        ("message_delta", {"type": "message_delta",
+                           "delta": {"stop_reason": whole["stop_reason"], "stop_sequence": None},
+                           "usage": {"output_tokens": USAGE["output_tokens"]}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]  # fmt: skip
+    return "".join(f"event: {e}\ndata: {json.dumps(d)}\n\n" for e, d in events).encode()
+
+
 class AnthropicModel:
     """The server; `url` is its base URL (…/v1), `seen` the x-api-key headers it got."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.qty, self.text, self.reject = 1, "bug", False
         self.seen: list[str] = []
         self.paths: list[str] = []
@@ -78,12 +111,21 @@ class AnthropicModel:
                 if model.reject:
                     error = {"type": "authentication_error", "message": f"invalid x-api-key {key}"}
                     return self._send(401, {"type": "error", "error": error})
-                return self._send(200, answer(body, qty=model.qty, text=model.text))
+                whole = answer(body, qty=model.qty, text=model.text)
+                if body.get("stream"):
+                    data = stream(whole)
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return None
+                return self._send(200, whole)
 
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -92,3 +134,15 @@ class AnthropicModel:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+if __name__ == "__main__":
+    # `python -m tests.stubs.anthropic_model [PORT]`: a loopback endpoint to try spot checks with.
+    import sys
+
+    served = AnthropicModel(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    print(served.url, flush=True)
+    try:
+        served.thread.join()
+    except KeyboardInterrupt:
+        served.close()

@@ -1,7 +1,9 @@
 """A deterministic OpenAI-compatible chat endpoint on loopback, with switches a test flips.
 
 A message that mentions an order gets a `create_order` tool call (`qty` from the switch);
-any other gets the switch's text. Every answer reports usage (15 tokens). With `reject`,
+any other gets the switch's text. Every answer reports usage (15 tokens); a streamed one
+(`"stream": true`) comes as SSE chunks, its usage in a last chunk only when
+`stream_options.include_usage` asks for it, as OpenAI's does. With `reject`,
 it answers 401 quoting the key it was given, as some providers' error bodies do.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -34,11 +37,29 @@ def answer(request: dict[str, Any], *, qty: int = 1, text: str = "bug") -> dict[
     }
 
 
+def stream(request: dict[str, Any], whole: dict[str, Any]) -> bytes:
+    """`whole` as the SSE chunks a streamed request gets; usage last when it asks for it."""
+    head = {k: whole[k] for k in ("id", "model")} | {"object": "chat.completion.chunk"}
+    choice = whole["choices"][0]
+    delta = {k: v for k, v in choice["message"].items() if v is not None}
+    for n, call in enumerate(delta.get("tool_calls", [])):
+        delta["tool_calls"][n] = {**call, "index": n}
+    chunks = [
+        {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
+    ]
+    if (request.get("stream_options") or {}).get("include_usage"):
+        chunks.append({**head, "choices": [], "usage": whole["usage"]})
+    events = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
+    return "".join(events).encode()
+
+
 class ChatModel:
     """The server; `url` is its base URL (…/v1), `seen` the Authorization headers it got."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.qty, self.text, self.reject = 1, "bug", False
+        self.delay = 0.0  # seconds each answer takes (lets concurrent callers interleave)
         self.seen: list[str] = []
         model = self
 
@@ -49,13 +70,19 @@ class ChatModel:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 auth = self.headers.get("Authorization", "")
                 model.seen.append(auth)
+                if model.delay:
+                    time.sleep(model.delay)
                 if model.reject:
                     status, out = 401, {"error": {"message": f"Incorrect API key: {auth[7:]}"}}
                 else:
                     status, out = 200, answer(body, qty=model.qty, text=model.text)
-                data = json.dumps(out).encode()
+                kind = "application/json"
+                if status == 200 and body.get("stream"):
+                    data, kind = stream(body, out), "text/event-stream"
+                else:
+                    data = json.dumps(out).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -63,7 +90,7 @@ class ChatModel:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -72,3 +99,15 @@ class ChatModel:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+if __name__ == "__main__":
+    # `python -m tests.stubs.chat_model [PORT]`: a loopback endpoint to try spot checks with.
+    import sys
+
+    served = ChatModel(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    print(served.url, flush=True)
+    try:
+        served.thread.join()
+    except KeyboardInterrupt:
+        served.close()

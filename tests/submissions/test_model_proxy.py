@@ -231,3 +231,86 @@ def test_record_env_in_an_assignment_file_is_checked() -> None:
     assert values["record_env"] == {"LLM_URL": "base_url", "LLM_KEY": "key"}
     with pytest.raises(AssignmentError, match=r"record_env\.LLM_KEY"):
         assignment_values({**base, "record_env": {"LLM_KEY": KEY}})
+
+
+# --- streamed answers: tokens counted from the usage events -----------------------------
+
+
+def test_a_streamed_openai_answer_counts_the_tokens_of_its_usage_chunk(relay) -> None:
+    start, sock = relay
+    model = ChatModel()
+    streamed = {**ORDER, "stream": True, "stream_options": {"include_usage": True}}
+    settled: list[int | None] = []
+    try:
+        with ModelProxy(endpoint=_endpoint(model.url), key=KEY, socket_path=sock,
+                        allow=["127.0.0.1"], max_tokens=30,
+                        reserve=lambda _: settled.append) as proxy:  # fmt: skip
+            url = start(proxy.base_path()) + "/chat/completions"
+            answers = [_post(url, streamed) for _ in range(3)]
+        assert answers[0].headers["content-type"] == "text/event-stream"
+        assert '"usage"' in answers[0].text and answers[0].text.endswith("data: [DONE]\n\n")
+        # 15 tokens a call: the third is past the 30-token cap, and the model is not asked.
+        assert [a.status_code for a in answers] == [200, 200, 429]
+        assert "may spend 30 tokens" in answers[2].json()["error"]["message"]
+        assert (proxy.tokens, len(model.seen)) == (30, 2) and settled == [15, 15]
+        assert [e.tokens for e in proxy.exchanges] == [15, 15, None]
+    finally:
+        model.close()
+
+
+def test_a_streamed_anthropic_answer_counts_message_start_and_delta_usage(relay) -> None:
+    start, sock = relay
+    model = AnthropicModel()
+    request = {"model": "claude-3-5-haiku-20241022", "max_tokens": 50, "stream": True,
+               "messages": [{"role": "user", "content": "Place the order"}]}  # fmt: skip
+    try:
+        endpoint = _endpoint(model.url, "anthropic-messages")
+        with ModelProxy(endpoint=endpoint, key=KEY, socket_path=sock,
+                        allow=["127.0.0.1"]) as proxy:  # fmt: skip
+            answer = _post(f"{start(proxy.base_path())}/messages", request)
+        assert answer.status_code == 200 and "event: message_delta" in answer.text
+        assert proxy.tokens == 20  # 12 input (message_start) + 8 output (the last delta)
+    finally:
+        model.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "tokens"),
+    [
+        (b'data: {"choices": []}\n\ndata: [DONE]\n\n', None),  # no usage asked for
+        (b"data: not json\n\n" * 3, None),
+        (b"\xff\xfe" * 1000, None),
+        (b"", None),
+        (
+            b'event: message_delta\ndata: {"type": "message_delta", "usage": '
+            b'{"output_tokens": true}}\n\n',
+            None,
+        ),
+        (b'data: {"usage": {"total_tokens": 7}}\r\n\r\ndata: [DONE]\r\n\r\n', 7),
+    ],
+)
+def test_broken_or_usage_less_streams_count_no_tokens_and_never_crash(body, tokens) -> None:
+    from submissions.net.model_proxy import answer_tokens
+
+    assert answer_tokens(body) == tokens
+
+
+@pytest.mark.parametrize("module", ["tests.stubs.chat_model", "tests.stubs.anthropic_model"])
+def test_the_loopback_models_start_from_the_command_line_as_the_readme_says(module) -> None:
+    from tests.paths import ROOT
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, str(_free_port())],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        path = "/chat/completions" if module.endswith("chat_model") else "/messages"
+        request = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+        answer = httpx.post(url + path, json=request,
+                            headers={"anthropic-version": "2023-06-01"}, timeout=10)  # fmt: skip
+        assert answer.status_code == 200 and "usage" in answer.json()
+    finally:
+        proc.kill()
+        proc.wait()

@@ -78,39 +78,42 @@ def test_a_faithful_recording_reproduces(model) -> None:
 
 
 @pytest.mark.django_db
-def test_a_hand_edited_tool_argument_fails_naming_the_field(model) -> None:
+def test_a_hand_edited_tool_argument_warns_naming_the_field_with_every_try(model) -> None:
     edited = answer(ORDER, qty=1)
     edited["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = (
         '{"sku": "A-1", "qty": 7}'
     )
     outcome = cassettes_live_spot_check(submission=_handin((ORDER, edited)))
-    assert outcome.status == "fail"
+    assert outcome.status == "warn"  # never a fail: the reviewer judges it from the tries
+    assert "reproduced by no try (3 tries)" in outcome.summary
     assert "tool_calls[0].arguments.qty" in outcome.summary
+    shown = [item["try"] for item in outcome.evidence if item.get("graded")]
+    assert shown == [1, 2, 3]  # every try, each naming what departed
     assert len(model.seen) == TRIES
     assert SpotSpend.objects.count() == TRIES
 
 
 @pytest.mark.django_db
-def test_a_text_only_difference_is_at_most_a_warning(model) -> None:
+def test_a_text_only_difference_passes_and_names_the_drift(model) -> None:
     submission = _handin((TRIAGE, answer(TRIAGE, text="bug")))
     model.text = "It is a bug."
     outcome = cassettes_live_spot_check(submission=submission)
-    assert outcome.status == "warn"
-    assert "text" in outcome.summary
+    assert outcome.status == "pass"  # the graded fields reproduced; text drift is evidence
+    assert "text drifts" in outcome.summary and "not graded" in outcome.summary
     assert len(model.seen) == 1  # the graded fields reproduced at the first try
 
 
 @pytest.mark.django_db
-def test_a_call_over_the_month_cap_is_refused_and_reported(model) -> None:
+def test_a_spent_month_cap_skips_the_check_naming_the_cap(model) -> None:
     submission = _handin((ORDER, answer(ORDER)))
     for _ in range(5):
         SpotSpend.objects.create(assignment=submission.assignment, endpoint="team", tokens=15)
     out = io.StringIO()
-    with pytest.raises(Exception, match="month_calls"):
-        call_command("spot_check", str(submission.pk), stdout=out, stderr=io.StringIO())
+    call_command("spot_check", str(submission.pk), stdout=out, stderr=io.StringIO())
+    assert out.getvalue().startswith("skip: ")
     assert model.seen == []  # refused before any call
     result = submission.checks.get(check_id=LIVE_SPOT_CHECK)
-    assert result.status == "error" and "cap month_calls" in result.summary
+    assert result.status == "skip" and "cap month_calls" in result.summary
     assert SpotSpend.objects.count() == 5
 
 

@@ -141,7 +141,7 @@ def test_a_hand_edited_anthropic_tool_input_is_reproduced_by_no_try(anthropic) -
     edited = anthropic_model.answer(A_ORDER)
     edited["content"][0]["input"]["qty"] = 9  # the candidate "fixed" the recording by hand
     outcome = cassettes_live_spot_check(submission=_handin((A_ORDER, edited)))
-    assert outcome.status == "fail"
+    assert outcome.status == "warn" and "reproduced by no try" in outcome.summary
     assert "tool_calls[0].arguments.qty" in outcome.summary
     assert len(anthropic.seen) == 3
 
@@ -150,10 +150,11 @@ def test_a_hand_edited_anthropic_tool_input_is_reproduced_by_no_try(anthropic) -
 def test_the_anthropic_switch_changes_an_answer_and_the_check_sees_it(anthropic) -> None:
     submission = _handin((A_ORDER, anthropic_model.answer(A_ORDER)))
     anthropic.qty = 4  # the live model now answers otherwise
-    assert cassettes_live_spot_check(submission=submission).status == "fail"
+    assert cassettes_live_spot_check(submission=submission).status == "warn"
     anthropic.qty, anthropic.text = 1, "It is a bug."
     text_only = _handin((A_TRIAGE, anthropic_model.answer(A_TRIAGE)), candidate="Bo")
-    assert cassettes_live_spot_check(submission=text_only).status == "warn"
+    outcome = cassettes_live_spot_check(submission=text_only)
+    assert outcome.status == "pass" and "text drifts" in outcome.summary
 
 
 # --- the job and its page ---------------------------------------------------------------
@@ -190,12 +191,12 @@ def test_a_reviewer_starts_a_spot_check_job_and_reads_its_drift(openai, reviewer
     assert b'hx-get="' in running.content and b"panel=spot" in running.content
     _run_queued(submission)
     spot.refresh_from_db()
-    assert spot.check_status == "fail" and spot.calls == 3 and len(openai.seen) == 3
+    assert spot.check_status == "warn" and spot.calls == 3 and len(openai.seen) == 3
     done = client.get(spot.get_absolute_url()).content.decode()
     assert "tool_calls[0].function.arguments.qty" in done  # the drift row, marked graded
     assert 'class="graded"' in done and "value changed" in done
     assert "first divergence" in done  # the per-turn diff of recorded against live
-    assert submission.checks.get(check_id=LIVE_SPOT_CHECK).status == "fail"
+    assert submission.checks.get(check_id=LIVE_SPOT_CHECK).status == "warn"
     poll = client.get(spot.get_absolute_url() + "?panel=spot", HTTP_HX_REQUEST="true")
     assert poll.headers.get("HX-Refresh") == "true"  # ended: the page reloads once, then stops
 
@@ -376,3 +377,26 @@ def test_candidate_text_on_the_spot_check_page_is_escaped(openai, lead) -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "value changed" in page
     assert "<script>alert(1)" not in page and "<img src=x" not in page
     assert "hx-disable" in page
+
+
+@pytest.mark.django_db
+def test_a_recording_the_check_cap_left_untried_is_skipped_not_held_against(
+    settings, monkeypatch
+) -> None:
+    served = ChatModel()
+    try:
+        _configure(settings, monkeypatch, served.url, "openai-chat", check_calls=1)
+        submission = _handin((ORDER, chat_model.answer(ORDER)), (TRIAGE, chat_model.answer(TRIAGE)))
+        ask = SpotAsk(endpoint="team", sample=2)
+        outcome = spot_check_run(submission=submission, ask=ask)
+        assert len(served.seen) == 1
+        assert outcome.status == "pass"  # what was asked reproduced; the other was not asked
+        assert "1 pass, 1 skip" in outcome.summary and "cap check_calls" in str(outcome.evidence)
+    finally:
+        served.close()
+
+
+def test_a_null_field_the_live_answer_omits_is_no_drift() -> None:
+    recorded = {"logprobs": None, "refusal": None, "kept": 1, "gone": "x"}
+    items, _ = drift(recorded, {"kept": 1, "new": None})
+    assert [(d.field, d.change) for d in items] == [("gone", "removed")]

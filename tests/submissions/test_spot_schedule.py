@@ -97,7 +97,7 @@ def test_a_due_reference_is_checked_once_per_period_and_its_drift_shown(model, c
     drift = reference_drift(assignment)
     assert drift.changed
     row = next(r for r in drift.rows if r["path"] == "cassettes/0.json")
-    assert (row["was"], row["now"]) == ("pass", "fail")
+    assert (row["was"], row["now"]) == ("pass", "warn")
     assert row["new"] == ["choices[0].message.tool_calls[0].function.arguments.qty (value)"]
     client.force_login(lead)
     page = client.get(reverse("assignment", args=["ref"])).content.decode()
@@ -113,3 +113,62 @@ def test_without_an_endpoint_or_a_period_nothing_is_scheduled(settings) -> None:
     settings.SPOT_CHECK_ENDPOINTS = ()
     assert spot_checks_schedule() == []
     assert SpotCheck.objects.count() == 0
+
+
+# --- the reference named in the assignment file ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ("Sample solution", "reference"),
+        ({"candidate": ""}, "reference.candidate"),
+        ({"candidate": "x" * 201}, "reference.candidate"),
+        ({"candidate": "S", "every_days": 400}, "reference.every_days"),
+        ({"candidate": "S", "every_days": True}, "reference.every_days"),
+        ({"candidate": "S", "submission": 3}, "reference"),
+    ],
+)
+def test_a_bad_reference_in_the_assignment_file_names_its_key(raw, key) -> None:
+    from submissions.assignments import AssignmentError
+
+    base = {"slug": "ref", "title": "Ref", "replay_command": "", "reference": raw}
+    with pytest.raises(AssignmentError, match=rf"^{key}:"):
+        assignment_values(base)
+
+
+@pytest.mark.django_db
+def test_the_file_names_the_reference_by_candidate_and_the_page_shows_it(model, client, lead):
+    from submissions.assignments import assignment_apply
+
+    fields = {"slug": "ref", "title": "Ref", "replay_command": "",
+              "recordings": ["cassettes/*.json"]}  # fmt: skip
+    named = {**fields, "reference": {"candidate": "Sample solution", "every_days": 3}}
+    assignment = assignment_apply(values=assignment_values(named))[0]
+    client.force_login(lead)
+    page = client.get(reverse("assignment", args=["ref"])).content.decode()
+    assert "none yet: the assignment file names Sample solution" in page
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        assert spot_checks_schedule() == []  # nothing to check yet
+    reference = _reference()  # the named candidate hands in
+    assignment.refresh_from_db()
+    assert (assignment.reference_candidate, assignment.spot_check_every_days) == (
+        "Sample solution", 3,
+    )  # fmt: skip
+    with mock.patch.object(queue, "job_enqueue", return_value=True):
+        queued = spot_checks_schedule()
+        _run(reference)
+    assert [s.submission_id for s in queued] == [reference.pk]
+    page = client.get(reverse("assignment", args=["ref"])).content.decode()
+    assert (
+        f"#{reference.pk} · Sample solution" in page and "as the assignment file names it" in page
+    )
+    assert "Last check" in page
+    # Applying the file again without `reference:` keeps it; `reference: null` clears it.
+    assignment_apply(values=assignment_values(fields))
+    assignment.refresh_from_db()
+    assert assignment.reference_candidate == "Sample solution"
+    assignment_apply(values=assignment_values({**fields, "reference": None}))
+    assignment.refresh_from_db()
+    assert (assignment.reference_candidate, assignment.spot_check_every_days) == ("", 0)
+    assert reference_drift(assignment) is None
