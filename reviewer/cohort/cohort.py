@@ -341,8 +341,13 @@ class Cohort:
     @cached_property
     def row_figures(self) -> dict[int, dict[str, agreement.Figure]]:
         """The same per rubric row id."""
+        # Every row of a fully scored cohort has as many units: one set of resamples
+        # serves them all (drawing them was most of the intervals' time).
+        drawn: dict = {}
         return {
-            row.pk: agreement.figures({u: v for u, v in self.units.items() if u[1] == row.pk})
+            row.pk: agreement.figures(
+                {u: v for u, v in self.units.items() if u[1] == row.pk}, drawn=drawn
+            )
             for row in self.rows
         }
 

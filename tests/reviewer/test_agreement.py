@@ -230,6 +230,29 @@ def test_the_bootstraps_alpha_is_the_librarys_alpha_on_every_resample() -> None:
     assert whole[0] == pytest.approx(agreement.alpha_ordinal(units), abs=1e-4)
 
 
+def test_shared_resamples_give_each_rows_figures_as_drawn_alone() -> None:
+    """Cohort.row_figures shares one set of resamples among rows with as many units: each
+    row's figures equal those computed on their own, and a row of another size draws its
+    own."""
+    import numpy as np
+
+    from reviewer.cohort import agreement
+
+    rng = np.random.default_rng(5)
+    rows = {
+        row: {
+            (u, row): {r: int(rng.integers(0, 4)) for r in "abc" if rng.random() < 0.9}
+            for u in range(size)
+        }
+        for row, size in ((1, 60), (2, 60), (3, 60), (4, 35))
+    }
+    drawn: dict = {}
+    for units in rows.values():
+        units = {u: s for u, s in units.items() if s}
+        assert agreement.figures(units, drawn=drawn) == agreement.figures(units)
+    assert sorted(n for n, _, _ in drawn) == sorted({len(u) for u in rows.values()})
+
+
 def test_an_interval_is_seeded_and_holds_its_estimate() -> None:
     from reviewer.cohort import agreement
 
