@@ -396,8 +396,10 @@ def bootstrap_intervals(
             drawn[key] = draws
     pairable = counts.sum(axis=1) >= 2
     coincidences = _coincidences(counts[pairable]) if pairable.any() else None
+    # Every unit pairable (a cohort scored by two or more): no 1,000-row copy of the draws.
+    picked = draws if pairable.all() else draws[:, pairable]
     alpha = (
-        _alpha_from(draws[:, pairable] @ coincidences, len(domain))
+        _alpha_from(picked @ coincidences, len(domain))
         if coincidences is not None
         else draws[:, 0] * float("nan")
     )

@@ -144,8 +144,9 @@ class RowRange:
     def high(self) -> int | None:
         return max(self.values) if self.values else None
 
-    @property
+    @cached_property
     def apart(self) -> int:
+        # Read for every flag, sort and cell: computed once, from the cached values.
         return agreement.spread(self.values)
 
     @property
@@ -199,8 +200,9 @@ class Candidate:
     def scored(self) -> list[float]:
         return [t for t in self.totals.values() if t is not None]
 
-    @property
+    @cached_property
     def mean(self) -> float | None:
+        # statistics.mean is exact and slow; the sort by mean and each page read it again.
         return round(mean(self.scored), 1) if self.scored else None
 
     @property

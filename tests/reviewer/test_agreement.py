@@ -280,3 +280,25 @@ def test_no_reading_from_two_units_however_high() -> None:
     assert agreement.figures(many)["ac2"].reading == "reliable"
     split = {(i, 0): {"a": i % 4, "b": (i * 7 + 1) % 4} for i in range(40)}
     assert agreement.figures(split)["alpha"].reading.startswith("not reliable")
+
+
+def test_an_all_pairable_cohort_resamples_without_a_copy_to_the_same_intervals() -> None:
+    """bootstrap_intervals multiplies the draws themselves when every unit is pairable: the
+    resampled alphas equal, bit for bit, those of the column-picked copy it made before."""
+    import numpy as np
+
+    from reviewer.cohort import agreement
+
+    rng = np.random.default_rng(9)
+    units = {(u, 0): {r: int(rng.integers(0, 4)) for r in "abc"} for u in range(300)}
+    counts = agreement._counts(units, agreement.CATEGORIES)
+    pairable = counts.sum(axis=1) >= 2
+    assert pairable.all()
+    draws = agreement._resamples(len(counts), agreement.BOOTSTRAP_SEED, 200)
+    coincidences = agreement._coincidences(counts)
+    picked = agreement._alpha_from(draws[:, pairable] @ coincidences, 4)
+    assert np.array_equal(agreement._alpha_from(draws @ coincidences, 4), picked, equal_nan=True)
+    low, high = agreement.bootstrap_intervals(units, resamples=200)["alpha"]
+    tail = (1 - agreement.CONFIDENCE) / 2 * 100
+    expected = np.percentile(picked[np.isfinite(picked)], [tail, 100 - tail])
+    assert (low, high) == (round(float(expected[0]), 4), round(float(expected[1]), 4))
