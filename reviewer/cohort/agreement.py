@@ -379,17 +379,27 @@ def bootstrap_intervals(
     domain: list[int] = CATEGORIES,
     seed: int = BOOTSTRAP_SEED,
     resamples: int = BOOTSTRAP_RESAMPLES,
+    drawn: dict[tuple[int, int, int], np.ndarray] | None = None,
 ) -> dict[str, tuple[float | None, float | None]]:
     """95 % percentile intervals of ordinal alpha and AC2, resampling units with
-    replacement (the same resamples for both)."""
+    replacement (the same resamples for both). `drawn`, shared by the caller across calls,
+    keeps the resamples of each number of units: they depend on nothing else."""
     if not units:
         return {"alpha": (None, None), "ac2": (None, None)}
     counts = _counts(units, domain)
-    draws = _resamples(len(counts), seed, resamples)
+    key = (len(counts), seed, resamples)
+    draws = drawn.get(key) if drawn is not None else None
+    if draws is None:
+        draws = _resamples(*key)
+        if drawn is not None:
+            draws.flags.writeable = False  # shared by the next call: read, never written
+            drawn[key] = draws
     pairable = counts.sum(axis=1) >= 2
     coincidences = _coincidences(counts[pairable]) if pairable.any() else None
+    # Every unit pairable (a cohort scored by two or more): no 1,000-row copy of the draws.
+    picked = draws if pairable.all() else draws[:, pairable]
     alpha = (
-        _alpha_from(draws[:, pairable] @ coincidences, len(domain))
+        _alpha_from(picked @ coincidences, len(domain))
         if coincidences is not None
         else draws[:, 0] * float("nan")
     )
@@ -418,10 +428,13 @@ def figure_reading(value: float | None, low: float | None, high: float | None, u
     return f"too few units to read: the interval runs from {low:.3f} to {high:.3f}"
 
 
-def figures(units: Units) -> dict[str, Figure]:
-    """Alpha (ordinal) and AC2 (ordinal weights) with their intervals and readings."""
+def figures(
+    units: Units, *, drawn: dict[tuple[int, int, int], np.ndarray] | None = None
+) -> dict[str, Figure]:
+    """Alpha (ordinal) and AC2 (ordinal weights) with their intervals and readings;
+    `drawn` as `bootstrap_intervals` takes it."""
     paired = paired_count(units)
-    intervals = bootstrap_intervals(units)
+    intervals = bootstrap_intervals(units, drawn=drawn)
     out = {}
     for name, value in (("alpha", alpha_ordinal(units)), ("ac2", ac2_ordinal(units))):
         low, high = intervals[name] if value is not None else (None, None)

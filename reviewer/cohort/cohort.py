@@ -144,8 +144,9 @@ class RowRange:
     def high(self) -> int | None:
         return max(self.values) if self.values else None
 
-    @property
+    @cached_property
     def apart(self) -> int:
+        # Read for every flag, sort and cell: computed once, from the cached values.
         return agreement.spread(self.values)
 
     @property
@@ -199,8 +200,9 @@ class Candidate:
     def scored(self) -> list[float]:
         return [t for t in self.totals.values() if t is not None]
 
-    @property
+    @cached_property
     def mean(self) -> float | None:
+        # statistics.mean is exact and slow; the sort by mean and each page read it again.
         return round(mean(self.scored), 1) if self.scored else None
 
     @property
@@ -341,8 +343,13 @@ class Cohort:
     @cached_property
     def row_figures(self) -> dict[int, dict[str, agreement.Figure]]:
         """The same per rubric row id."""
+        # Every row of a fully scored cohort has as many units: one set of resamples
+        # serves them all (drawing them was most of the intervals' time).
+        drawn: dict = {}
         return {
-            row.pk: agreement.figures({u: v for u, v in self.units.items() if u[1] == row.pk})
+            row.pk: agreement.figures(
+                {u: v for u, v in self.units.items() if u[1] == row.pk}, drawn=drawn
+            )
             for row in self.rows
         }
 

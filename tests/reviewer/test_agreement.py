@@ -230,6 +230,29 @@ def test_the_bootstraps_alpha_is_the_librarys_alpha_on_every_resample() -> None:
     assert whole[0] == pytest.approx(agreement.alpha_ordinal(units), abs=1e-4)
 
 
+def test_shared_resamples_give_each_rows_figures_as_drawn_alone() -> None:
+    """Cohort.row_figures shares one set of resamples among rows with as many units: each
+    row's figures equal those computed on their own, and a row of another size draws its
+    own."""
+    import numpy as np
+
+    from reviewer.cohort import agreement
+
+    rng = np.random.default_rng(5)
+    rows = {
+        row: {
+            (u, row): {r: int(rng.integers(0, 4)) for r in "abc" if rng.random() < 0.9}
+            for u in range(size)
+        }
+        for row, size in ((1, 60), (2, 60), (3, 60), (4, 35))
+    }
+    drawn: dict = {}
+    for units in rows.values():
+        units = {u: s for u, s in units.items() if s}
+        assert agreement.figures(units, drawn=drawn) == agreement.figures(units)
+    assert sorted(n for n, _, _ in drawn) == sorted({len(u) for u in rows.values()})
+
+
 def test_an_interval_is_seeded_and_holds_its_estimate() -> None:
     from reviewer.cohort import agreement
 
@@ -257,3 +280,25 @@ def test_no_reading_from_two_units_however_high() -> None:
     assert agreement.figures(many)["ac2"].reading == "reliable"
     split = {(i, 0): {"a": i % 4, "b": (i * 7 + 1) % 4} for i in range(40)}
     assert agreement.figures(split)["alpha"].reading.startswith("not reliable")
+
+
+def test_an_all_pairable_cohort_resamples_without_a_copy_to_the_same_intervals() -> None:
+    """bootstrap_intervals multiplies the draws themselves when every unit is pairable: the
+    resampled alphas equal, bit for bit, those of the column-picked copy it made before."""
+    import numpy as np
+
+    from reviewer.cohort import agreement
+
+    rng = np.random.default_rng(9)
+    units = {(u, 0): {r: int(rng.integers(0, 4)) for r in "abc"} for u in range(300)}
+    counts = agreement._counts(units, agreement.CATEGORIES)
+    pairable = counts.sum(axis=1) >= 2
+    assert pairable.all()
+    draws = agreement._resamples(len(counts), agreement.BOOTSTRAP_SEED, 200)
+    coincidences = agreement._coincidences(counts)
+    picked = agreement._alpha_from(draws[:, pairable] @ coincidences, 4)
+    assert np.array_equal(agreement._alpha_from(draws @ coincidences, 4), picked, equal_nan=True)
+    low, high = agreement.bootstrap_intervals(units, resamples=200)["alpha"]
+    tail = (1 - agreement.CONFIDENCE) / 2 * 100
+    expected = np.percentile(picked[np.isfinite(picked)], [tail, 100 - tail])
+    assert (low, high) == (round(float(expected[0]), 4), round(float(expected[1]), 4))
