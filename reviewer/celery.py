@@ -50,6 +50,10 @@ def _reconcile_at_start(**_: object) -> None:
     worker_beat(sandbox_problems=problems)
     _start_beating()
     jobs_reconcile()
+    # Pool children are forked from this thread: they inherit no open connection of it.
+    from django.db import connections
+
+    connections.close_all()
 
 
 def _start_beating() -> None:
@@ -61,16 +65,20 @@ def _start_beating() -> None:
     from django.conf import settings
     from django.db import connections
 
-    from submissions.jobs.workers import worker_beat
+    from submissions.jobs.workers import no_fork, worker_beat
 
     def beat() -> None:
         stop = threading.Event()
         while not stop.wait(settings.WORKER_BEAT_SECONDS):
-            try:
-                worker_beat()
-            except Exception:  # a missed beat is harmless; the next one retries
-                logging.getLogger(__name__).exception("worker heartbeat failed")
-            finally:
-                connections.close_all()
+            # The main thread forks pool children (a killed one is replaced at once): a
+            # child forked mid-beat would inherit the beat's SQLite write lock, held forever
+            # in its copy (see no_fork). The beat opens, writes and closes in between forks.
+            with no_fork():
+                try:
+                    worker_beat()
+                except Exception:  # a missed beat is harmless; the next one retries
+                    logging.getLogger(__name__).exception("worker heartbeat failed")
+                finally:
+                    connections.close_all()
 
     threading.Thread(target=beat, name="worker-heartbeat", daemon=True).start()

@@ -16,6 +16,9 @@ host, while a child that is merely slow to write its own heartbeat is never take
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -25,6 +28,42 @@ from django.utils import timezone
 from submissions.models import WorkerBeat
 
 KEEP_BEATS = timedelta(days=1)  # rows of workers gone longer than this are removed
+
+# Held by a side thread of a forking process (the worker's beat) while it has a database
+# connection open, and taken by every os.fork() of this process (billiard's pool children),
+# so a child is never forked while that thread is inside a transaction.
+#
+# SQLite keeps the locks of all its connections to one file in process-wide memory, which a
+# fork copies. A child forked while the beat held the write lock (BEGIN IMMEDIATE) inherits a
+# connection that says "this process holds the write lock" and that no thread of the child
+# will ever commit: each of the child's own writes then waits out the busy timeout and fails
+# with "database is locked", forever (a pool child replacing a killed one could not even
+# claim a job). The kernel's locks are per process and not inherited; SQLite's memory is.
+_FORK_GUARD = threading.Lock()
+
+
+def _fork_guard_reset() -> None:
+    global _FORK_GUARD
+    _FORK_GUARD = threading.Lock()  # the child's copy was held by the parent's forking thread
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=lambda: _FORK_GUARD.acquire(),
+        after_in_parent=lambda: _FORK_GUARD.release(),
+        after_in_child=_fork_guard_reset,
+    )
+
+
+@contextmanager
+def no_fork() -> Iterator[None]:
+    """No os.fork() of this process happens inside the block (forks wait until it ends).
+
+    Wrap a side thread's whole use of the database in it, closing the connection inside:
+    a fork then copies no open SQLite connection of that thread, let alone a transaction.
+    """
+    with _FORK_GUARD:
+        yield
 
 
 def child_pids(parent: int | None = None, proc: Path = Path("/proc")) -> list[int]:

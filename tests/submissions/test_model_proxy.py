@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -112,6 +113,36 @@ def test_other_methods_paths_hosts_and_framings_are_refused(relay) -> None:
                 assert head.split(b" ")[1] in (b"403", b"405", b"411"), head
             assert model.seen == []  # the model was never asked
             assert proxy.calls == 0 and all(e.refused for e in proxy.exchanges)
+    finally:
+        model.close()
+
+
+def test_refused_requests_with_bodies_are_all_answered_under_concurrency(relay) -> None:
+    """The proxy refuses before reading a body and closes: every client still gets its 403.
+
+    The relay once shut both sockets down when the body's copy to the closed proxy failed,
+    cutting off the answer still on its way back ("Server disconnected without sending a
+    response"); many concurrent clients with bodies larger than one read make it likely.
+    """
+    start, sock = relay
+    model = ChatModel()
+    body = {"input": "x" * 300_000}  # several relay reads; under the 1 MB cap
+    try:
+        with ModelProxy(endpoint=_endpoint(model.url), key=KEY, socket_path=sock,
+                        allow=["127.0.0.1"]) as proxy:  # fmt: skip
+            base = start(proxy.base_path())
+
+            def one(n: int) -> int | str:
+                path = "/embeddings" if n % 2 else "/chat/completions?x=1"
+                try:
+                    return _post(f"{base}{path}", body).status_code
+                except httpx.HTTPError as exc:
+                    return f"{type(exc).__name__}: {exc}"
+
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                statuses = list(pool.map(one, range(48)))
+        assert statuses == [403] * 48
+        assert model.seen == []
     finally:
         model.close()
 

@@ -20,20 +20,41 @@ import sys
 import threading
 
 CHUNK = 65536
+DRAIN_SECONDS = 5.0
 
 
 def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    """Copy src to dst until src ends, then half-close dst's sending side only.
+
+    Only the direction that ended is closed: the proxy answers a refused request and closes
+    before it has read the body, so the body's copy fails while the answer is still on its
+    way back. Shutting both sockets down there (as this once did) cut the answer off, and
+    the client saw the connection close without a response.
+    """
     try:
         while data := src.recv(CHUNK):
             dst.sendall(data)
     except OSError:
         pass
     finally:
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        try:
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
+def _drain(client: socket.socket) -> None:
+    """Read what the client still sends (briefly), so closing it does not reset the answer.
+
+    Closing a TCP socket with unread bytes sends a reset, which can overtake the answer
+    still in the client's receive path; the client closes once it has read the answer.
+    """
+    client.settimeout(DRAIN_SECONDS)
+    try:
+        while client.recv(CHUNK):
+            pass
+    except OSError:
+        pass
 
 
 def _connection(client: socket.socket, path: str) -> None:
@@ -48,6 +69,7 @@ def _connection(client: socket.socket, path: str) -> None:
     back.start()
     _pipe(client, upstream)
     back.join()
+    _drain(client)
     client.close()
     upstream.close()
 
