@@ -46,7 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_workers import PG, REDIS, _up  # noqa: E402
+from bench.bench_workers import PG, REDIS, _up, fresh_services  # noqa: E402
 from bench.common import Row, emit  # noqa: E402
 from tests.hosts import Hosts, free_port, s3_bucket, s3_server, worker_argv  # noqa: E402
 
@@ -125,17 +125,6 @@ def _host_folders(hosts: Hosts) -> dict[str, dict[str, Path]]:
         }
         for name in HOSTS
     }
-
-
-def _fresh_services() -> None:
-    import psycopg
-    import redis
-
-    url = f"postgresql://postgres@{PG[0]}:{PG[1]}/postgres"
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {PG_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {PG_DB}")
-    redis.Redis(host=REDIS[0], port=REDIS[1], db=REDIS_DB).flushdb()
 
 
 def _wait(what: str, until, hosts: Hosts, timeout: float) -> None:
@@ -265,13 +254,12 @@ def _run(args: argparse.Namespace, root: Path) -> dict:
 
 def _child(args: argparse.Namespace, work: Path, s3: dict[str, str]) -> dict:
     root = work / "hosts"
-    _fresh_services()
+    services = fresh_services(PG_DB, REDIS_DB)
     env = dict(os.environ)
+    env.update(services)
     env.update(s3)
     env.update(
         DJANGO_SETTINGS_MODULE="reviewer.settings",
-        DATABASE_URL=f"postgresql://postgres@{PG[0]}:{PG[1]}/{PG_DB}",
-        REDIS_URL=f"redis://{REDIS[0]}:{REDIS[1]}/{REDIS_DB}",
         SECRET_KEY="bench-host-disk-" + uuid.uuid4().hex,
         CELERY_QUEUE=f"bench-host-disk-{os.getpid()}",
         TREE_CACHE_BYTES=str(CAP),

@@ -49,6 +49,7 @@ from bench.bench_workers import (  # noqa: E402
     _up,
     _wait_quiet,
     check_results,
+    fresh_services,
     intake_all,
     make_archive,
     seed,
@@ -119,28 +120,16 @@ def _run(archives: Path, hosts_count: int, root: Path) -> dict:
 # ---------------------------------------------------------------- driver
 
 
-def _fresh_services() -> None:
-    import psycopg
-    import redis
-
-    url = f"postgresql://postgres@{PG[0]}:{PG[1]}/postgres"
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {PG_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {PG_DB}")
-    redis.Redis(host=REDIS[0], port=REDIS[1], db=REDIS_DB).flushdb()
-
-
 def _child(args: argparse.Namespace, hosts_count: int, work: Path) -> dict:
     """One run in a fresh child process: the web host, which starts the worker hosts."""
     root = work / f"hosts-{hosts_count}"
     shutil.rmtree(root, ignore_errors=True)
     (root / "shared-media").mkdir(parents=True)
-    _fresh_services()
+    services = fresh_services(PG_DB, REDIS_DB)
     env = dict(os.environ)
+    env.update(services)
     env.update(
         DJANGO_SETTINGS_MODULE="reviewer.settings",
-        DATABASE_URL=f"postgresql://postgres@{PG[0]}:{PG[1]}/{PG_DB}",
-        REDIS_URL=f"redis://{REDIS[0]}:{REDIS[1]}/{REDIS_DB}",
         SECRET_KEY="bench-hosts-" + uuid.uuid4().hex,
         CELERY_QUEUE=f"bench-hosts-{os.getpid()}",
         MEDIA_ROOT=str(root / "shared-media"),

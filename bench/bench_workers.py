@@ -414,6 +414,23 @@ def _up(address: tuple[str, int]) -> bool:
         return False
 
 
+def fresh_services(pg_db: str, redis_db: int) -> dict[str, str]:
+    """An empty PostgreSQL database `pg_db` and Redis database `redis_db`, made anew, and the
+    DATABASE_URL and REDIS_URL that name them."""
+    import psycopg
+    import redis
+
+    url = f"postgresql://postgres@{PG[0]}:{PG[1]}/postgres"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {pg_db} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {pg_db}")
+    redis.Redis(host=REDIS[0], port=REDIS[1], db=redis_db).flushdb()
+    return {
+        "DATABASE_URL": f"postgresql://postgres@{PG[0]}:{PG[1]}/{pg_db}",
+        "REDIS_URL": f"redis://{REDIS[0]}:{REDIS[1]}/{redis_db}",
+    }
+
+
 def _fresh_postgres() -> None:
     import psycopg
 
