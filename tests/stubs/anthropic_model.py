@@ -12,9 +12,10 @@ A request without the version header, or to another path, is refused as the real
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.stubs.chat_model import LoopbackModel
 
 USAGE = {"input_tokens": 12, "output_tokens": 8}
 
@@ -79,7 +80,7 @@ def stream(whole: dict[str, Any]) -> bytes:
     return "".join(f"event: {e}\ndata: {json.dumps(d)}\n\n" for e, d in events).encode()
 
 
-class AnthropicModel:
+class AnthropicModel(LoopbackModel):
     """The server; `url` is its base URL (…/v1), `seen` the x-api-key headers it got."""
 
     def __init__(self, port: int = 0) -> None:
@@ -125,24 +126,10 @@ class AnthropicModel:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._serve(Handler, port)
 
 
 if __name__ == "__main__":
-    # `python -m tests.stubs.anthropic_model [PORT]`: a loopback endpoint to try spot checks with.
     import sys
 
-    served = AnthropicModel(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
-    print(served.url, flush=True)
-    try:
-        served.thread.join()
-    except KeyboardInterrupt:
-        served.close()
+    AnthropicModel.main(sys.argv)

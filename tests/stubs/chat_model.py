@@ -54,7 +54,32 @@ def stream(request: dict[str, Any], whole: dict[str, Any]) -> bytes:
     return "".join(events).encode()
 
 
-class ChatModel:
+class LoopbackModel:
+    """A model API served on loopback in a daemon thread: `url` is its base URL (…/v1)."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler], port: int) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    @classmethod
+    def main(cls, argv: list[str]) -> None:
+        """`python -m tests.stubs.MODULE [PORT]`: a loopback endpoint to try spot checks with."""
+        served = cls(int(argv[1]) if len(argv) > 1 else 0)  # type: ignore[call-arg]
+        print(served.url, flush=True)
+        try:
+            served.thread.join()
+        except KeyboardInterrupt:
+            served.close()
+
+
+class ChatModel(LoopbackModel):
     """The server; `url` is its base URL (…/v1), `seen` the Authorization headers it got."""
 
     def __init__(self, port: int = 0) -> None:
@@ -90,24 +115,10 @@ class ChatModel:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._serve(Handler, port)
 
 
 if __name__ == "__main__":
-    # `python -m tests.stubs.chat_model [PORT]`: a loopback endpoint to try spot checks with.
     import sys
 
-    served = ChatModel(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
-    print(served.url, flush=True)
-    try:
-        served.thread.join()
-    except KeyboardInterrupt:
-        served.close()
+    ChatModel.main(sys.argv)
