@@ -42,7 +42,7 @@ from bench.common import Row, emit  # noqa: E402
 TARGET = 1.3
 BARE_RUNS = 3
 DEMO = ROOT / "demo"
-WORKER_ARGS = ["-A", "reviewer", "worker", "-l", "warning"]
+WORKER_ARGS = ["-A", "reviewer", "worker"]
 
 
 def _environment(data_dir: Path) -> dict[str, str]:
@@ -95,7 +95,7 @@ def ours(entry: dict[str, Any], timeout: float) -> tuple[float, list[Any]]:
 
     from reviewer.ops.demo import zip_tree
     from submissions.intake.upload import submission_create
-    from submissions.jobs.inline import jobs_wait
+    from submissions.jobs.inline import JobsPending, jobs_wait
     from submissions.models import Assignment, Candidate
 
     repo = DEMO / "repos" / entry["repo"]
@@ -110,10 +110,50 @@ def ours(entry: dict[str, Any], timeout: float) -> tuple[float, list[Any]]:
         assignment=assignment,
         stub_url=entry.get("stub_url", ""),
     )
-    jobs_wait(submission=result.submission, timeout=timeout, poll=0.05)
+    try:
+        jobs_wait(submission=result.submission, timeout=timeout, poll=0.05)
+    except JobsPending:
+        _pending_report(result.submission)
+        raise
     jobs = list(result.submission.jobs.order_by("pk"))
     last = max(j.finished_at for j in jobs if j.finished_at)
     return (last - uploaded).total_seconds(), jobs
+
+
+def _pending_report(submission: Any) -> None:
+    """What a timed-out hand-in's jobs were doing, and which workers last beat (stderr)."""
+    from submissions.models import WorkerBeat
+
+    for job in submission.jobs.order_by("pk"):
+        print(
+            f"# pending? job {job.pk} {job.kind}: {job.state}, attempt {job.attempts}/"
+            f"{job.max_attempts}, runner {job.runner or '-'}, enqueued {job.enqueued_at}, "
+            f"started {job.started_at}, heartbeat {job.heartbeat_at}, "
+            f"enqueue error {job.enqueue_error or '-'}; log tail {job.log[-300:]!r}",
+            file=sys.stderr,
+            flush=True,
+        )
+    for beat in WorkerBeat.objects.order_by("pid"):
+        print(
+            f"# worker {beat.host}:{beat.pid} seen {beat.seen}, children {beat.children}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _worker_log_keep(log: Path) -> None:
+    """Copy a failed run's worker log out of the run's directory (removed at the end), and
+    print its tail."""
+    kept = Path(tempfile.gettempdir()) / f"bench-verdict-worker-{os.getpid()}.log"
+    try:
+        shutil.copyfile(log, kept)
+        tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-40:]
+    except OSError as exc:
+        print(f"# worker log {log} unreadable: {exc}", file=sys.stderr, flush=True)
+        return
+    print(f"# worker log kept in {kept}; its tail:", file=sys.stderr, flush=True)
+    for line in tail:
+        print(f"#   {line}", file=sys.stderr, flush=True)
 
 
 def breakdown(jobs: list[Any]) -> str:
@@ -137,6 +177,16 @@ def main() -> int:
         default=2,
         help="worker processes (default 2, as `make worker`; 1 runs a hand-in's jobs in turn)",
     )
+    parser.add_argument(
+        "--worker-log-level", default="warning", help="the worker's -l (default warning)"
+    )
+    parser.add_argument(
+        "--hold",
+        type=float,
+        default=0,
+        help="on a failure, leave the worker running this many seconds before stopping it "
+        "(to inspect it: py-spy dump --pid PID)",
+    )
     args = parser.parse_args()
 
     entries = yaml.safe_load((DEMO / "candidates.yaml").read_text(encoding="utf-8"))
@@ -149,6 +199,7 @@ def main() -> int:
         os.environ.pop(name, None)
     worker = None
     code = 0
+    failed = True
     try:
         import django
 
@@ -176,7 +227,11 @@ def main() -> int:
         }
         log = (tmp / "worker.log").open("w")
         worker = subprocess.Popen(
-            [str(ROOT / ".venv/bin/celery"), *WORKER_ARGS, "--concurrency", str(args.concurrency)],
+            [
+                str(ROOT / ".venv/bin/celery"),
+                *WORKER_ARGS,
+                *("-l", args.worker_log_level, "--concurrency", str(args.concurrency)),
+            ],
             cwd=ROOT,
             env=env,
             stdout=log,
@@ -210,7 +265,17 @@ def main() -> int:
                     ok=ratio <= TARGET and all(j.state == "passed" for j in jobs),
                 )
             )
+        failed = False
     finally:
+        if failed and worker is not None:
+            # Still running: its pool processes can be inspected (py-spy dump --pid).
+            print(
+                f"# worker pid {worker.pid} (its process group); stopped in {args.hold:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+            _worker_log_keep(tmp / "worker.log")
+            time.sleep(args.hold)
         if worker is not None:
             os.killpg(worker.pid, 15)
             try:

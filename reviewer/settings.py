@@ -321,6 +321,9 @@ else:
     # was supplied. Reverting to default 'localhost'" on every publish: on the embedded
     # default that reads as a failed attempt to reach a server (every `ingest`, `seed_demo`).
     CELERY_BROKER_URL = "filesystem://localhost/"
+    # kombu's transport, with messages written whole before a consumer can see them (see
+    # reviewer/broker.py: a worker that read a half-written one died, its job never ran).
+    CELERY_BROKER_TRANSPORT = "reviewer.broker:Transport"
     # kombu's filesystem transport expects its folders to exist.
     for _folder in ("queue", "control"):
         (BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)

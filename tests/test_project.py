@@ -276,7 +276,7 @@ TIERS: dict[str, list[tuple[str, ...]]] = {
         ("reviewer.cohort",),  # the hiring lead's view
         ("reviewer.review",),  # one reviewer's desk
         ("reviewer.models", "reviewer.fragments", "reviewer.auth", "reviewer.settings",
-         "reviewer.env", "reviewer.celery"),
+         "reviewer.env", "reviewer.celery", "reviewer.broker"),
     ],
     "submissions": [
         ("submissions.apps", "submissions.admin", "submissions.tasks",

@@ -57,11 +57,13 @@ def _configure(broker: str) -> dict[str, str]:
     }
     if broker == "redis":
         conf.broker_url = f"redis://{REDIS[0]}:{REDIS[1]}/0"
+        conf.broker_transport = None  # the URL's own (the embedded default names its own)
         conf.broker_transport_options = {"visibility_timeout": 3600}
         env["REDIS_URL"] = conf.broker_url
     else:
         folder = Path(settings.BROKER_DIR)
         conf.broker_url = "filesystem://"
+        conf.broker_transport = "reviewer.broker:Transport"  # as reviewer/settings.py
         conf.broker_transport_options = {
             "data_folder_in": str(folder / "queue"),
             "data_folder_out": str(folder / "queue"),
@@ -77,7 +79,8 @@ def _configure(broker: str) -> dict[str, str]:
 @pytest.fixture
 def start_worker() -> Iterator:
     """Start `celery worker` subprocesses (one prefork child each) on a chosen broker."""
-    saved = (celery_app.conf.broker_url, celery_app.conf.broker_transport_options)
+    conf = celery_app.conf
+    saved = (conf.broker_url, conf.broker_transport, conf.broker_transport_options)
     procs: list[subprocess.Popen[str]] = []
 
     def start(broker: str) -> subprocess.Popen[str]:
@@ -131,7 +134,7 @@ def start_worker() -> Iterator:
     from submissions.models import WorkerBeat
 
     WorkerBeat.objects.filter(pid__in=[proc.pid for proc in procs]).delete()
-    celery_app.conf.broker_url, celery_app.conf.broker_transport_options = saved
+    conf.broker_url, conf.broker_transport, conf.broker_transport_options = saved
     reset_publisher()
 
 

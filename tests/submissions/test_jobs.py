@@ -46,12 +46,13 @@ def broker_down(monkeypatch: pytest.MonkeyPatch):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     conf = celery_app.conf
-    saved = (conf.broker_url, conf.broker_transport_options)
+    saved = (conf.broker_url, conf.broker_transport, conf.broker_transport_options)
     conf.broker_url = f"redis://127.0.0.1:{port}/0"
+    conf.broker_transport = None  # the URL's (the embedded default names its own)
     conf.broker_transport_options = {"socket_connect_timeout": 0.5}
     reset_publisher()
     yield
-    conf.broker_url, conf.broker_transport_options = saved
+    conf.broker_url, conf.broker_transport, conf.broker_transport_options = saved
     reset_publisher()
 
 
