@@ -49,6 +49,29 @@ def _fresh_fragment_cache():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _builtin_rubrics(request: pytest.FixtureRequest) -> None:
+    """The built-in rubrics, for a test whose database is flushed around it.
+
+    A migration installs them, but a transactional test's flush removes them: the next
+    transactional test on that process (a live server, threads saving scores at once)
+    found no rubric, depending on the order the tests ran in."""
+    marker = request.node.get_closest_marker("django_db")
+    names = request.fixturenames
+    if not (
+        "transactional_db" in names
+        or "live_server" in names
+        or (marker is not None and marker.kwargs.get("transaction"))
+    ):
+        return
+    request.getfixturevalue("transactional_db")
+    from reviewer.models import RubricRow, RubricTemplate
+    from reviewer.review.rubrics import install_builtin_rubrics
+
+    if not RubricTemplate.objects.filter(builtin=True).exists():
+        install_builtin_rubrics(RubricTemplate, RubricRow)
+
+
 @pytest.fixture
 def reviewer(db: None) -> User:
     user = User.objects.create_user("alice", password="pw-alice-123")
