@@ -2,7 +2,15 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from submissions.models import Assignment, Candidate, CheckResult, Finding, Job, Submission
+from submissions.models import (
+    Assignment,
+    Candidate,
+    CheckResult,
+    Finding,
+    Job,
+    SpotSpend,
+    Submission,
+)
 
 
 @admin.register(Candidate)
@@ -49,3 +57,21 @@ class CheckResultAdmin(admin.ModelAdmin):
 class FindingAdmin(admin.ModelAdmin):
     list_display = ["submission", "kind", "severity", "path", "line"]
     list_filter = ["severity", "kind"]
+
+
+@admin.register(SpotSpend)
+class SpotSpendAdmin(admin.ModelAdmin):
+    """The live spot checks' spend ledger, read only: rows are written under the caps' lock."""
+
+    list_display = ["at", "assignment", "endpoint", "submission", "calls", "tokens"]
+    list_filter = ["endpoint", "assignment"]
+    date_hierarchy = "at"
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -14,6 +15,7 @@ from django.views.decorators.http import require_http_methods
 from reviewer.cohort.comparison import assignment_rows
 from submissions.assignments import PRESETS, AssignmentError, assignment_apply, assignment_values
 from submissions.checks.spot_schedule import reference_drift
+from submissions.checks.spot_spend import spend_ledger
 from submissions.forms import AssignmentForm, UploadForm
 from submissions.intake.git.fetch import split_credentials
 from submissions.intake.repository import AccessRefused, submission_from_repository
@@ -70,6 +72,12 @@ def assignment_detail(request: HttpRequest, slug: str) -> HttpResponse:
             "sort": sort,
             "statuses": Submission.Status.choices,
             "reference": reference_drift(assignment),
+            # The month's spot-check spend, where the team configured endpoints to spend on.
+            "spend": (
+                spend_ledger(assignment, settings.SPOT_CHECK_ENDPOINTS)
+                if settings.SPOT_CHECK_ENDPOINTS
+                else None
+            ),
         },
     )
 

@@ -43,6 +43,32 @@ def month_spent(assignment: Assignment, endpoint: Endpoint) -> tuple[int, int]:
     return spent["calls"] or 0, spent["tokens"] or 0
 
 
+def spend_ledger(assignment: Assignment, endpoints: tuple[Endpoint, ...], *, recent: int = 10
+                 ) -> dict[str, object]:  # fmt: skip
+    """What spot checks of this assignment spent this month, per endpoint against its caps
+    (configured endpoints first, then names the ledger holds that are no longer configured),
+    and its newest calls. Two queries; reads only."""
+    since = month_start()
+    totals = {
+        row["endpoint"]: (row["calls"] or 0, row["tokens"] or 0)
+        for row in SpotSpend.objects.filter(assignment=assignment, at__gte=since)
+        .values("endpoint")
+        .annotate(calls=Sum("calls"), tokens=Sum("tokens"))
+    }
+    rows: list[dict[str, object]] = []
+    for endpoint in endpoints:
+        calls, tokens = totals.pop(endpoint.name, (0, 0))
+        spent = calls >= endpoint.month_calls or tokens >= endpoint.month_tokens
+        rows.append({"name": endpoint.name, "calls": calls, "tokens": tokens,
+                     "month_calls": endpoint.month_calls, "month_tokens": endpoint.month_tokens,
+                     "spent": spent})  # fmt: skip
+    for name, (calls, tokens) in sorted(totals.items()):
+        rows.append({"name": name, "calls": calls, "tokens": tokens, "month_calls": None,
+                     "month_tokens": None, "spent": False})  # fmt: skip
+    latest = list(SpotSpend.objects.filter(assignment=assignment).order_by("-at", "-pk")[:recent])
+    return {"since": since, "endpoints": rows, "latest": latest}
+
+
 def spend_reserve(*, submission: Submission, endpoint: Endpoint, estimate: int) -> SpotSpend:
     """Take one call (and `estimate` tokens) of the month's budget, or raise CapReached."""
     with transaction.atomic():

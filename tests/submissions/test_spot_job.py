@@ -400,3 +400,48 @@ def test_a_null_field_the_live_answer_omits_is_no_drift() -> None:
     recorded = {"logprobs": None, "refusal": None, "kept": 1, "gone": "x"}
     items, _ = drift(recorded, {"kept": 1, "new": None})
     assert [(d.field, d.change) for d in items] == [("gone", "removed")]
+
+
+def test_the_assignment_page_shows_the_months_spend_against_the_caps(openai, lead) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from submissions.models import SpotSpend
+
+    submission = _handin((ORDER, chat_model.answer(ORDER)), (TRIAGE, chat_model.answer(TRIAGE)))
+    client = Client()
+    client.force_login(lead)
+    url = reverse("assignment", args=[submission.assignment.slug])
+    before = client.get(url).content.decode()
+    assert "this month&#x27;s spend" in before or "this month's spend" in before
+    assert "<td>0 of 20</td>" in before  # configured, nothing spent yet
+    SpotSpend.objects.create(assignment=submission.assignment, submission=submission,
+                             endpoint="team", calls=3, tokens=45)  # fmt: skip
+    SpotSpend.objects.create(assignment=submission.assignment, endpoint="team", calls=17,
+                             tokens=5, at=timezone.now() - timedelta(days=40))  # fmt: skip
+    SpotSpend.objects.create(assignment=submission.assignment, endpoint="gone", calls=1)
+    page = client.get(url).content.decode()
+    section = page[
+        page.index('id="spot-spend"') : page.index("</section>", page.index('id="spot-spend"'))
+    ]
+    assert "<td>3 of 20</td>" in section  # last month's 17 calls are not this month's
+    assert "no longer configured" in section and "<code>gone</code>" in section
+    assert f'href="/submissions/{submission.pk}/"' in section
+    assert KEY not in page
+    SpotSpend.objects.create(assignment=submission.assignment, endpoint="team", calls=17)
+    assert "cap spent" in client.get(url).content.decode()
+
+
+def test_the_admin_lists_the_ledger_read_only(admin_client, openai) -> None:
+    from submissions.models import SpotSpend
+
+    submission = _handin((ORDER, chat_model.answer(ORDER)))
+    row = SpotSpend.objects.create(assignment=submission.assignment, endpoint="team", calls=2)
+    listing = admin_client.get(reverse("admin:submissions_spotspend_changelist"))
+    assert listing.status_code == 200 and b"team" in listing.content
+    assert admin_client.get(reverse("admin:submissions_spotspend_add")).status_code == 403
+    change = reverse("admin:submissions_spotspend_change", args=[row.pk])
+    assert admin_client.post(change, {"calls": 0}).status_code == 403
+    row.refresh_from_db()
+    assert row.calls == 2
