@@ -23,10 +23,9 @@ from django.urls import reverse
 from submissions.assignments import assignment_values
 from submissions.intake.record_pass import PLACEHOLDER
 from submissions.models import Job, Rerecord
-from submissions.net.endpoints import parse_endpoints
 from tests.conftest import ingest_inline
 from tests.stubs import chat_model
-from tests.stubs.chat_model import ChatModel
+from tests.stubs.chat_model import ChatModel, use_as_team_endpoint
 
 # Transactional: the proxy takes each call from the ledger on its own threads.
 pytestmark = [pytest.mark.sandbox, pytest.mark.django_db(transaction=True)]
@@ -66,12 +65,8 @@ def _cassette(response: dict, n: int = 0) -> str:
 @pytest.fixture
 def model(settings, monkeypatch):
     served = ChatModel()
-    settings.OUTBOUND_ALLOW = ["127.0.0.1"]
-    settings.SPOT_CHECK_ENDPOINTS = parse_endpoints(
-        json.dumps([{"name": "team", "base_url": served.url, "api": "openai-chat",
-                     "key_env": "RECORD_PASS_KEY", "caps": {"check_calls": 2}}])
-    )  # fmt: skip
-    monkeypatch.setenv("RECORD_PASS_KEY", KEY)
+    use_as_team_endpoint(settings, monkeypatch, served.url, key_env="RECORD_PASS_KEY", key=KEY,
+                         check_calls=2)  # fmt: skip
     yield served
     served.close()
 

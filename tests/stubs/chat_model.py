@@ -54,6 +54,20 @@ def stream(request: dict[str, Any], whole: dict[str, Any]) -> bytes:
     return "".join(events).encode()
 
 
+def use_as_team_endpoint(settings, monkeypatch, url: str, *, key_env: str, key: str,
+                         api: str = "openai-chat", **caps: int) -> None:  # fmt: skip
+    """Make the model at `url` the team's one spot-check endpoint ("team"), reachable on
+    loopback, its key in the environment variable `key_env`."""
+    from submissions.net.endpoints import parse_endpoints
+
+    endpoint: dict[str, Any] = {"name": "team", "base_url": url, "api": api, "key_env": key_env}
+    if caps:
+        endpoint["caps"] = caps
+    settings.OUTBOUND_ALLOW = ["127.0.0.1"]
+    settings.SPOT_CHECK_ENDPOINTS = parse_endpoints(json.dumps([endpoint]))
+    monkeypatch.setenv(key_env, key)
+
+
 class LoopbackModel:
     """A model API served on loopback in a daemon thread: `url` is its base URL (…/v1)."""
 

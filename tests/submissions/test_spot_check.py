@@ -17,7 +17,7 @@ from submissions.checks.spot_check import TRIES, cassettes_live_spot_check
 from submissions.models import SpotSpend
 from submissions.net.endpoints import parse_endpoints
 from tests.conftest import ingest_inline
-from tests.stubs.chat_model import ChatModel, answer
+from tests.stubs.chat_model import ChatModel, answer, use_as_team_endpoint
 
 KEY = "sk-spot-test-0123456789abcdefSECRET"
 ORDER = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Place the order"}]}
@@ -47,21 +47,8 @@ def _handin(*recordings: tuple[dict, dict]) -> object:
 @pytest.fixture
 def model(settings, monkeypatch):
     served = ChatModel()
-    settings.OUTBOUND_ALLOW = ["127.0.0.1"]
-    settings.SPOT_CHECK_ENDPOINTS = parse_endpoints(
-        json.dumps(
-            [
-                {
-                    "name": "team",
-                    "base_url": served.url,
-                    "api": "openai-chat",
-                    "key_env": "SPOT_TEST_KEY",
-                    "caps": {"month_calls": 5},
-                }
-            ]
-        )
-    )
-    monkeypatch.setenv("SPOT_TEST_KEY", KEY)
+    use_as_team_endpoint(settings, monkeypatch, served.url, key_env="SPOT_TEST_KEY", key=KEY,
+                         month_calls=5)  # fmt: skip
     yield served
     served.close()
 

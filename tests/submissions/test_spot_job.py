@@ -31,11 +31,10 @@ from submissions.jobs import queue
 from submissions.jobs.engine import job_execute
 from submissions.jobs.inline import jobs_run_inline
 from submissions.models import Job, SpotCheck, SpotSpend
-from submissions.net.endpoints import parse_endpoints
 from tests.conftest import ingest_inline
 from tests.stubs import anthropic_model, chat_model
 from tests.stubs.anthropic_model import AnthropicModel
-from tests.stubs.chat_model import ChatModel
+from tests.stubs.chat_model import ChatModel, use_as_team_endpoint
 
 KEY = "sk-ant-spot-test-0123456789abcdefSECRETKEY"
 ORDER = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Place the order"}]}
@@ -70,12 +69,8 @@ def _handin(*pairs: tuple[dict, dict], slug: str = "spot", candidate: str = "Ada
 
 
 def _configure(settings, monkeypatch, url: str, api: str, **caps: int) -> None:
-    settings.OUTBOUND_ALLOW = ["127.0.0.1"]
-    endpoint = {"name": "team", "base_url": url, "api": api, "key_env": "SPOT_JOB_KEY"}
-    if caps:
-        endpoint["caps"] = caps
-    settings.SPOT_CHECK_ENDPOINTS = parse_endpoints(json.dumps([endpoint]))
-    monkeypatch.setenv("SPOT_JOB_KEY", KEY)
+    use_as_team_endpoint(settings, monkeypatch, url, key_env="SPOT_JOB_KEY", key=KEY, api=api,
+                         **caps)  # fmt: skip
 
 
 @pytest.fixture

@@ -19,10 +19,9 @@ from submissions.checks.spot_schedule import reference_drift, spot_checks_schedu
 from submissions.jobs import queue
 from submissions.jobs.inline import jobs_run_inline
 from submissions.models import SpotCheck
-from submissions.net.endpoints import parse_endpoints
 from tests.conftest import ingest_inline
 from tests.stubs import chat_model
-from tests.stubs.chat_model import ChatModel
+from tests.stubs.chat_model import ChatModel, use_as_team_endpoint
 
 KEY = "sk-schedule-test-0123456789abcdefSECRET"
 
@@ -35,12 +34,8 @@ def _ask(n: int) -> dict:
 @pytest.fixture
 def model(settings, monkeypatch):
     served = ChatModel()
-    settings.OUTBOUND_ALLOW = ["127.0.0.1"]
-    settings.SPOT_CHECK_ENDPOINTS = parse_endpoints(
-        json.dumps([{"name": "team", "base_url": served.url, "api": "openai-chat",
-                     "key_env": "SCHEDULE_KEY", "caps": {"check_calls": 9}}])
-    )  # fmt: skip
-    monkeypatch.setenv("SCHEDULE_KEY", KEY)
+    use_as_team_endpoint(settings, monkeypatch, served.url, key_env="SCHEDULE_KEY", key=KEY,
+                         check_calls=9)  # fmt: skip
     yield served
     served.close()
 
