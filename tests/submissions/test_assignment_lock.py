@@ -2,12 +2,38 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 
 import pytest
 from django.db import connection, connections, transaction
 
 from submissions.models import Submission, assignment_lock
+
+
+@contextlib.contextmanager
+def _held_by_another_connection(assignment_pk: int) -> Iterator[None]:
+    """The assignment's lock taken in a transaction of another thread, for the block."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                assignment_lock(assignment_pk)
+                held.set()
+                release.wait(10)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        yield
+    finally:
+        release.set()
+        holder.join()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -20,21 +46,7 @@ def test_an_upload_commits_while_a_cohort_judgment_holds_its_assignment(
     the judgment waited for the table generation the upload had moved."""
     if connection.vendor != "postgresql":
         pytest.skip("row locks are PostgreSQL's; SQLite serialises every write anyway")
-    held, release = threading.Event(), threading.Event()
-
-    def judge() -> None:
-        try:
-            with transaction.atomic():
-                assignment_lock(assignment.pk)
-                held.set()
-                release.wait(10)
-        finally:
-            connections.close_all()
-
-    judging = threading.Thread(target=judge)
-    judging.start()
-    try:
-        assert held.wait(10)
+    with _held_by_another_connection(assignment.pk):
         with transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL lock_timeout = '3s'")  # a blocked commit fails
@@ -43,9 +55,6 @@ def test_an_upload_commits_while_a_cohort_judgment_holds_its_assignment(
                 archive_sha256="1" * 64,
             )  # fmt: skip
         assert Submission.objects.filter(assignment=assignment).count() == 1
-    finally:
-        release.set()
-        judging.join()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -53,25 +62,11 @@ def test_two_holders_of_one_assignments_lock_take_turns(assignment) -> None:
     """The lock still serialises what queues on it: a second holder waits for the first."""
     if connection.vendor != "postgresql":
         pytest.skip("row locks are PostgreSQL's; SQLite serialises every write anyway")
-    held, release = threading.Event(), threading.Event()
-
-    def first() -> None:
-        try:
-            with transaction.atomic():
-                assignment_lock(assignment.pk)
-                held.set()
-                release.wait(10)
-        finally:
-            connections.close_all()
-
-    holder = threading.Thread(target=first)
-    holder.start()
-    try:
-        assert held.wait(10)
-        with pytest.raises(Exception, match="lock timeout"), transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL lock_timeout = '500ms'")
-            assignment_lock(assignment.pk)
-    finally:
-        release.set()
-        holder.join()
+    with (
+        _held_by_another_connection(assignment.pk),
+        pytest.raises(Exception, match="lock timeout"),
+        transaction.atomic(),
+    ):
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL lock_timeout = '500ms'")
+        assignment_lock(assignment.pk)
