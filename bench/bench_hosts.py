@@ -52,6 +52,7 @@ from bench.bench_workers import (  # noqa: E402
     fresh_services,
     intake_all,
     make_archive,
+    run_detail,
     seed,
     wait_analysed,
 )
@@ -152,11 +153,7 @@ def _child(args: argparse.Namespace, hosts_count: int, work: Path) -> dict:
 
 
 def _describe(hosts_count: int, run: dict) -> None:
-    jobs = ", ".join(
-        f"{kind} {count} x {total / count:.2f} s"
-        for kind, (count, total) in sorted(run["jobs"].items())
-    )
-    cpu = ", ".join(f"{k} {v:.1f}" for k, v in run["cpu"].items())
+    jobs, cpu = run_detail(run)
     print(
         f"  {hosts_count} worker host(s): wall {run['wall']:.1f} s (intake on the web host "
         f"{run['intake']:.1f} s); jobs {jobs}; ran on {run['ran_on']}; {run['load']} before; "

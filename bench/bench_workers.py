@@ -495,14 +495,19 @@ def _wait_quiet(limit: float = 15.0) -> None:
             return
 
 
-def _describe(concurrency: int, run: dict) -> None:
-    """One run's detail on stderr: wall, job durations, and who used the CPU."""
+def run_detail(run: dict) -> tuple[str, str]:
+    """A run's jobs ("kind N x mean s", ...) and CPU seconds by user, for its detail line."""
     jobs = ", ".join(
         f"{kind} {count} x {total / count:.2f} s"
         for kind, (count, total) in sorted(run["jobs"].items())
     )
+    return jobs, ", ".join(f"{k} {v:.1f}" for k, v in run["cpu"].items())
+
+
+def _describe(concurrency: int, run: dict) -> None:
+    """One run's detail on stderr: wall, job durations, and who used the CPU."""
+    jobs, cpu = run_detail(run)
     busy = sum(total for _, total in run["jobs"].values())
-    cpu = ", ".join(f"{k} {v:.1f}" for k, v in run["cpu"].items())
     print(
         f"  concurrency {concurrency}: wall {run['wall']:.1f} s (intake in the bench process "
         f"{run['intake']:.1f} s); jobs {jobs}; job time/wall {busy / run['wall']:.2f}; "
