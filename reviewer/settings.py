@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -158,6 +159,9 @@ TREE_CACHE_BYTES = env.int("TREE_CACHE_BYTES", 10 * 2**30, minimum=2**20)
 # waits. Keep that tree for the jobs (one host, or workers beside the web), or not: a web host
 # with no worker beside it sets 0, keeps nothing, and each worker unpacks from storage.
 INTAKE_KEEP_TREE = env.bool("INTAKE_KEEP_TREE", True)
+# Processes that read, parse and scan a large tree's recordings in one analysis (a small
+# tree is parsed in the job's own process). Default: one per core.
+ANALYSIS_PROCESSES = env.int("ANALYSIS_PROCESSES", os.cpu_count() or 1, minimum=1)
 # The file viewer reads one file from the stored archive, never from WORK_DIR. An archive in a
 # storage that is not a local folder (S3) is copied once per host into this cache, keyed by
 # its sha256 and bounded by bytes, least recently used first out.

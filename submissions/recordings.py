@@ -22,7 +22,7 @@ from django.utils.dateparse import parse_datetime
 from cassettes_app.analysis import Analyzer, FileReport
 from cassettes_app.analysis.sources import source_files
 from cassettes_app.parsed import Body, ParsedFinding, ParsedRecording
-from cassettes_app.response_ids import response_ids
+from cassettes_app.response_ids import ResponseIdFound
 from cassettes_app.secrets import TextProfile, redact_message
 from submissions.blobs import BlobWriter, bulk_insert
 from submissions.models import (
@@ -117,7 +117,7 @@ class _Store:
             self.turn_profiles[report.path] = _turn_profile(report)
         first: Recording | None = None
         recordings: list[ParsedRecording | None] = list(result.recordings) or [None]
-        for parsed in recordings:
+        for number, parsed in enumerate(recordings):
             rec = Recording(
                 submission=self.submission,
                 path=report.path[:1024],
@@ -136,7 +136,7 @@ class _Store:
                 rec.meta = _meta(parsed.meta)
                 for inter in parsed.interactions:
                     self.interactions.append((rec, self._interaction(inter)))
-                self._response_ids(parsed, rec.path)
+                self._response_ids(report.response_ids[number], rec.path)
             self.recordings.append(rec)
             first = first or rec
         assert first is not None
@@ -149,9 +149,9 @@ class _Store:
         if len(self.recordings) + len(self.interactions) + len(self.rows) >= _BATCH:
             self.flush()
 
-    def _response_ids(self, parsed: ParsedRecording, path: str) -> None:
+    def _response_ids(self, found_ids: Iterable[ResponseIdFound], path: str) -> None:
         """Queue the response ids this recording holds that no earlier one of the tree did."""
-        for found in response_ids(parsed.interactions):
+        for found in found_ids:
             if len(self.id_values) >= ResponseId.MAX_PER_SUBMISSION:
                 return  # the rest of a hostile tree's ids are not kept
             if found.value not in self.id_values:
@@ -310,7 +310,15 @@ def recordings_store(
         if count % 200 == 0:
             step(f"parse ({count} files)", min(60, 5 + count // 200))
     store.flush()
-    log(f"parsed {count} recording files")
+    pool = analyzer.pool
+    log(
+        f"parsed {count} recording files"
+        + (
+            f" in {pool.processes} processes (peak {pool.peak_rss_kib // 1024} MB each)"
+            if pool.processes
+            else ""
+        )
+    )
 
     step("secrets", 65)
     hits = list(analyzer.secret_hits())

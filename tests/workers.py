@@ -54,6 +54,8 @@ def _configure(broker: str) -> dict[str, str]:
         "CR_TEST_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
         "PYTHONUNBUFFERED": "1",
         "JOB_HEARTBEAT_SECONDS": "1",
+        # A large tree's analysis starts a pool of this many, whatever the machine's cores.
+        "ANALYSIS_PROCESSES": "2",
     }
     if broker == "redis":
         conf.broker_url = f"redis://{REDIS[0]}:{REDIS[1]}/0"

@@ -2,29 +2,33 @@
 
 from __future__ import annotations
 
-import errno
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from cassettes_app import safeload, secrets, threads
+from cassettes_app.analysis.facts import own_time, unknown_shape_facts
 from cassettes_app.analysis.files import Entry, read_capped, walk_tree
+from cassettes_app.analysis.front import (
+    HINTS,
+    Examined,
+    ExchangeParts,
+    FrontConfig,
+    PoolStats,
+    examined,
+    pool_size,
+)
 from cassettes_app.analysis.globs import compile_glob
-from cassettes_app.analysis.reports import DECODED_NOTES, FileReport, literal_bodies
+from cassettes_app.analysis.reports import FileReport
 from cassettes_app.analysis.turns import (
     MEMO_MAX,
     ThreadView,
     TurnSpool,
     TurnView,
-    body_payload,
-    compact_message,
-    lean_key,
     message_dict,
-    small_usage,
 )
-from cassettes_app.bodies import ascii_json
 from cassettes_app.checks import CheckOutcome, skip
 from cassettes_app.checks.cassettes import (
     UNKNOWN_SHAPE,
@@ -37,7 +41,6 @@ from cassettes_app.checks.cassettes import (
     cassettes_per_turn,
     cassettes_pruned,
     key_report,
-    parse_time,
 )
 from cassettes_app.checks.catalog import MODEL_METADATA
 from cassettes_app.checks.docs.entrypoints import docs_entrypoints
@@ -53,41 +56,26 @@ from cassettes_app.checks.trace import (
 )
 from cassettes_app.config import AnalysisConfig
 from cassettes_app.formats import parse_file
-from cassettes_app.formats.base import OWN_FIELD as OWN_TIME
-from cassettes_app.formats.base import find_model
-from cassettes_app.formats.conversation import SYNTHETIC
 from cassettes_app.formats.sniff import looks_binary
-from cassettes_app.keys import (
-    DEFAULT_KEY_LENGTH,
-    canonical_request,
-    is_key_shape,
-    key_line,
-    mismatch_variants,
-    recompute_key,
-    scheme_keys,
-)
-from cassettes_app.parsed import LedgerEntry, ParsedFinding, ParsedRecording, ParseResult, TraceHop
-from cassettes_app.providers import Exchange, normalise
-from cassettes_app.secrets import SecretHit, TextProfile
-from cassettes_app.text import clipped
+from cassettes_app.parsed import LedgerEntry, ParsedFinding, ParseResult, TraceHop
+from cassettes_app.secrets import SecretHit
 
 ROLES = ("ledger", "trace", "recording")  # a file matched by several roles takes the first
-
-_HINTS = {"ledger": "ledger", "trace": "trace", "recording": None}
-OWN_MODEL = "the recording's own `model` field"
-
-
-# Characters of a recomputed canonical request kept in the evidence of a key that differs.
-CANONICAL_CHARS = 4_000
 
 
 class Analyzer:
     """Discovers, parses and checks the recordings of one unpacked submission tree."""
 
-    def __init__(self, root: Path, config: AnalysisConfig) -> None:
-        """Nothing is read until `files()` is iterated."""
+    def __init__(self, root: Path, config: AnalysisConfig, processes: int = 1) -> None:
+        """Nothing is read until `files()` is iterated.
+
+        `processes` > 1 lets `files()` read, parse and text-scan a large tree's files in
+        that many processes (`front.examined`); the results are the same.
+        """
         self.root = Path(root)
         self.config = config
+        self.processes = processes
+        self.pool = PoolStats()  # what the last files() started: none for a small tree
         self.findings: list[ParsedFinding] = []
         self.facts: list[RecordingFacts] = []
         self.hops: list[TraceHop] = []
@@ -197,235 +185,75 @@ class Analyzer:
         self.key_report = KeyReport()
         self.trace_path = self.ledger_path = None
         self.reports = 0
-        limits = self.config.limits
-        for rel, role in self._discover():
-            try:
-                data, size, sha = read_capped(self.root, rel, limits.max_file_bytes)
-            except OSError as exc:
-                why = (
-                    "symbolic link; not followed"
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR)
-                    else f"cannot read: {exc.strerror or exc}"
-                )
+        front = FrontConfig(self.root, self.config)
+        discovered = self._discover()
+        workers = pool_size(self.processes, discovered, self.root)
+        self.pool = PoolStats()
+        for done in examined(front, discovered, workers, self.pool):
+            rel, role, size, sha = done.rel, done.role, done.size, done.sha
+            result = done.result
+            if result is None:
+                why = done.unreadable or "cannot read"
                 self.findings.append(ParsedFinding("unreadable", "warn", rel, None, why))
                 continue
-            if data is None:
-                result = ParseResult(
-                    "unknown",
-                    findings=[
-                        ParsedFinding(
-                            "file_too_large",
-                            "error",
-                            rel,
-                            None,
-                            f"file is {size} bytes, over max_file_bytes "
-                            f"({limits.max_file_bytes}); not parsed",
-                        )
-                    ],
-                )
-            else:
-                result = parse_file(rel, data, limits, format_hint=_HINTS[role])
-            profile = self._scan_file(rel, data)
-            if profile is not None and not literal_bodies(result, data):
-                profile = None
+            if done.scanned:
+                self._text_scanned.add(rel)
+                self._add_text_hits(done.hits)
+            profile = done.profile
             exchanges = len(self.exchanges)
-            self._absorb(rel, role, data, size, sha, result)
+            self._take(done, result)
+            ids = tuple(done.response_ids)
+            del done
             self.reports += 1
             report = FileReport(
-                rel, role, size, sha, result, profile, len(self.exchanges) - exchanges
+                rel, role, size, sha, result, profile, len(self.exchanges) - exchanges, ids
             )
-            del data, result  # the caller owns the bodies from here on
+            del result  # the caller owns the bodies from here on
             yield report
             del report
         self.key_report = key_report(self.facts, infer=self.config.shape != "cassette")
         self._files_done = True
 
-    def _absorb(
-        self, rel: str, role: str, data: bytes | None, size: int, sha: str, result: ParseResult
-    ) -> None:
-        """Keep the compact facts of one parsed file; scan its structured parts for secrets."""
+    def _take(self, done: Examined, result: ParseResult) -> None:
+        """Keep what one examined file adds: findings, hops, ledger, facts, hits, exchanges."""
+        rel = done.rel
         self.findings.extend(result.findings)
         if result.hops:
             self.hops.extend(result.hops)
             self.trace_path = self.trace_path or rel
-            for hop in result.hops:
-                self._hop_secrets(rel, hop)
         if result.ledger:
             self.ledger.extend(result.ledger)
             self.ledger_path = self.ledger_path or rel
-        # Bodies whose text is literally in a text-scanned file need no second scan.
-        text_scanned = (
-            data is not None
-            and size <= self.config.max_scan_file_bytes
-            and not looks_binary(data[:8192])
-        )
-        cache: list[Any] = []
+        self._add_hits(done.found)
+        self.facts.extend(done.facts)
+        for parts in done.exchanges:
+            self.exchanges.append((parts.where, self._keyed(parts)))
 
-        def load_doc() -> Any:
-            """The file's JSON, loaded once and only when a check needs more than the parse."""
-            if not cache:
-                try:
-                    cache.append(
-                        safeload.load_json(data, self.config.limits) if data is not None else None
-                    )
-                except (safeload.LoadError, ValueError, RecursionError):
-                    cache.append(None)
-            return cache[0]
-
-        for recording in result.recordings:
-            for interaction in recording.interactions:
-                self._interaction_secrets(rel, interaction, text_scanned)
-            if role != "recording":
-                continue
-            self.facts.append(self._facts(rel, size, sha, recording, load_doc, data))
-            for interaction in recording.interactions:
-                exchange = normalise(
-                    body_payload(interaction.request_body),
-                    body_payload(interaction.response_body),
-                    interaction.url,
-                )
-                if exchange.provider == "unknown":
-                    continue  # fixtures, plain HTTP: nothing a conversation can be built from
-                self.exchanges.append(((rel, interaction.index), self._keyed(exchange)))
-        if role == "recording" and not result.recordings and result.format == UNKNOWN_SHAPE:
-            # Matched as a recording but in a shape no reader knows: still one of the
-            # submission's recordings (the replay counts it), with what can be read of it.
-            # A file that is not even a JSON object is a broken one, reported as such.
-            doc = load_doc()
-            if isinstance(doc, dict):
-                self.facts.append(unknown_shape_facts(rel, size, sha, doc))
-
-    def _keyed(self, ex: Exchange) -> threads.KeyedExchange:
+    def _keyed(self, parts: ExchangeParts) -> threads.KeyedExchange:
         """What threading needs of an exchange (message keys); the rest goes to the spool."""
         assert self._spool is not None
+        spool = self._spool
         keys = self._keys
         if len(keys) >= MEMO_MAX:
             keys.clear()  # keys already handed out stay shared; new ones start a new table
-        request = [m for m in map(compact_message, ex.request_messages) if m is not None]
-        response = compact_message(ex.response)
         request_keys = []
         offsets = []
-        for message in request:
-            key = lean_key(threads.message_key(message))
-            request_keys.append(keys.setdefault(key, key))
-            offsets.append(self._spool.add(message_dict(message), shared=True))
+        for message in parts.request:
+            request_keys.append(keys.setdefault(message.key, message.key))
+            offsets.append(spool.add_pickled(message.data, message.digest))
         reply = reply_at = None
-        if response is not None:
-            reply = lean_key(threads.message_key(response))
-            reply = keys.setdefault(reply, reply)
-            reply_at = self._spool.add(message_dict(response), shared=True)
-        payload = self._spool.add((small_usage(ex.usage), tuple(offsets), reply_at))
-        model = ex.model
+        if parts.reply is not None:
+            reply = keys.setdefault(parts.reply.key, parts.reply.key)
+            reply_at = spool.add_pickled(parts.reply.data, parts.reply.digest)
+        payload = spool.add((parts.usage, tuple(offsets), reply_at))
+        model = parts.model
         if isinstance(model, str):
             model = sys.intern(model) if len(model) <= 200 else model
         return threads.KeyedExchange(tuple(request_keys), reply, model, payload)
 
-    def _facts(
-        self,
-        rel: str,
-        size: int,
-        sha: str,
-        rec: ParsedRecording,
-        load_doc: Callable[[], Any],
-        data: bytes | None = None,
-    ) -> RecordingFacts:
-        """Compact facts of one recording: key comparison, model, times, size."""
-        volatile = tuple(self.config.volatile_fields)
-        first = rec.interactions[0] if rec.interactions else None
-        payload = first.request_body.json if first is not None else None
-        recomputed = None
-        canonical = None
-        labels: tuple[str, ...] = ()
-        kept: tuple[str, ...] = ()
-        also: tuple[str, ...] = ()
-        present: tuple[str, ...] = ()
-        # Only the cassette task's {key, request, ...} files are keyed by the canonical request.
-        if rec.format == "cassette_json" and rec.key is not None and isinstance(payload, dict):
-            shaped = is_key_shape(rec.key)
-            length = len(rec.key) if shaped else DEFAULT_KEY_LENGTH
-            present = tuple(v for v in volatile if v in payload)
-            try:
-                ascii_likely = data is not None and ascii_json(data)
-                recomputed = recompute_key(payload, volatile, length, ascii_likely=ascii_likely)
-            except (TypeError, ValueError, RecursionError):
-                recomputed = None
-            if recomputed is not None and recomputed != rec.key:
-                canonical = clipped(canonical_request(payload, volatile), CANONICAL_CHARS)
-                if not shaped:
-                    labels = ("stored key is not 8-64 hex digits, so no sha256 prefix",)
-                else:
-                    doc = load_doc()
-                    variants = mismatch_variants(
-                        payload, rec.key, volatile, doc if isinstance(doc, dict) else None
-                    )
-                    labels = tuple(v.label for v in variants)
-                    kept = tuple(
-                        dict.fromkeys(
-                            f for v in variants if v.kind in ("kept", "all_kept") for f in v.fields
-                        )
-                    )
-                    also = tuple(
-                        dict.fromkeys(f for v in variants if v.kind == "dropped" for f in v.fields)
-                    )
-        schemes: tuple[tuple[str, str], ...] = ()
-        if rec.key is not None and self.config.shape != "cassette":
-            # The brief only shows a sample key: every scheme a hand-in may use is tried.
-            doc = load_doc()
-            schemes = scheme_keys(
-                rec.key, payload, doc if isinstance(doc, dict) else None, volatile
-            )
-        embedded = 0
-        if "turns" in rec.meta.get("extra_fields", ()):
-            doc = load_doc()
-            turns = doc.get("turns") if isinstance(doc, dict) else None
-            embedded = len(turns) if isinstance(turns, list) else 1
-        served = [rec.meta.get("payload_model"), *rec.meta.get("models", ())]
-        raw_times = _raw_times(rec)
-        times = [t for t in (parse_time(r) for r in dict.fromkeys(raw_times) if r) if t]
-        return RecordingFacts(
-            path=rel,
-            format=rec.format,
-            key=rec.key,
-            recomputed_key=recomputed,
-            key_labels=labels,
-            kept_fields=kept,
-            also_dropped=also,
-            volatile_present=present,
-            key_schemes=schemes,
-            key_line=key_line(data, rec.key) if rec.key is not None else None,
-            canonical=canonical,
-            model=rec.model,
-            model_source=rec.meta.get("model_source") or (OWN_MODEL if rec.model else None),
-            served_models=tuple(dict.fromkeys(m for m in served if isinstance(m, str) and m)),
-            recorded_at=own_time(rec),
-            time_source=rec.meta.get("time_source") or (OWN_TIME if rec.recorded_at else None),
-            oldest=min(times) if times else None,
-            newest=max(times) if times else None,
-            size=size,
-            sha256=sha,
-            interactions=len(rec.interactions),
-            embedded_turns=embedded,
-        )
-
     # -- secrets ---------------------------------------------------------------------
 
-    def _scan_file(self, rel: str, data: bytes | None) -> TextProfile | None:
-        """The tree scan's text scan of one discovered file, done while its bytes are here.
-
-        Returns the text's secrets profile, or None when it was not scanned here (too large,
-        unreadable: `_scan_tree` reads it, or reports it, as for any other file) or is
-        binary.
-        """
-        if data is None or len(data) > self.config.max_scan_file_bytes:
-            return None
-        self._text_scanned.add(rel)
-        if not data or looks_binary(data[:8192]):
-            return None
-        hits, profile = secrets.scan_and_profile(data.decode("utf-8", "replace"), rel)
-        self._add_text_hits(hits)
-        return profile
-
-    def _add_text_hits(self, hits: list[SecretHit]) -> None:
+    def _add_text_hits(self, hits: Iterable[SecretHit]) -> None:
         for hit in hits:
             self._text_hits.setdefault((hit.fingerprint, hit.path), hit)
 
@@ -438,33 +266,6 @@ class Analyzer:
             elif known.line is None and hit.line is not None:
                 # Keep the structured context ("request header Authorization"), add the line.
                 self._hits[key] = replace(known, line=hit.line, column=hit.column)
-
-    def _interaction_secrets(self, rel: str, interaction: Any, text_scanned: bool) -> None:
-        self._add_hits(secrets.scan_headers(interaction.request_headers, rel, where="request"))
-        self._add_hits(secrets.scan_headers(interaction.response_headers, rel, where="response"))
-        if interaction.url:
-            self._add_hits(secrets.scan_url(interaction.url, rel))
-        for body in (interaction.request_body, interaction.response_body):
-            if body is interaction.request_body and body.encoding_note == SYNTHETIC:
-                # A transcript's call repeats the conversation so far: each of its messages
-                # is scanned once, in the file's text or as the reply it was.
-                continue
-            notes = set((body.encoding_note or "").split("; "))
-            if text_scanned and not notes & DECODED_NOTES:
-                continue
-            if body.json is not None and not any(n.startswith("sse") for n in notes):
-                self._add_hits(secrets.scan_json(body.json, rel))
-            elif body.text:
-                self._add_hits(secrets.scan_text(body.text, rel))
-
-    def _hop_secrets(self, rel: str, hop: TraceHop) -> None:
-        line = hop.line
-        self._add_hits(secrets.scan_headers(hop.request_headers, rel, where="request", line=line))
-        if hop.url:
-            self._add_hits(secrets.scan_url(hop.url, rel, line=line))
-        for value in (hop.req, hop.resp):
-            if value is not None:
-                self._add_hits(secrets.scan_json(value, rel, line=line))
 
     def secret_hits(self) -> Iterator[SecretHit]:
         """Every credential in the tree's text files and in the parsed recordings and traces."""
@@ -627,7 +428,7 @@ class Analyzer:
     def file_times(self, rel: str, data: bytes) -> tuple[str, ...]:
         """The recording times of one version of a recording file, read as `files()` reads
         them: each recording's own time (its field, else a Date header or an interaction's)."""
-        result = parse_file(rel, data, self.config.limits, format_hint=_HINTS["recording"])
+        result = parse_file(rel, data, self.config.limits, format_hint=HINTS["recording"])
         if result.recordings:
             return tuple(own_time(rec) or "" for rec in result.recordings)
         if result.format != UNKNOWN_SHAPE:
@@ -660,43 +461,3 @@ class Analyzer:
         if not (self.ledger or cfg.ledger_globs):
             return []
         return [ledger_consistent(self.ledger, self.ledger_path or (cfg.ledger_globs or ("",))[0])]
-
-
-def _raw_times(rec: ParsedRecording) -> list[str | None]:
-    return [
-        rec.recorded_at,
-        *(i.recorded_at for i in rec.interactions),
-        *rec.meta.get("times", ()),
-    ]
-
-
-def own_time(rec: ParsedRecording) -> str | None:
-    """A recording's own time as the analysis reads it: its field, else the first time its
-    interactions or payloads carry (a Date header, a `created`)."""
-    return rec.recorded_at or next((r for r in _raw_times(rec) if r), None)
-
-
-# A recording time at the top of a file of a shape no reader knows, in the usual spellings.
-_TIME_FIELDS = ("recorded_at", "recordedAt", "created_at", "createdAt", "created", "timestamp")
-
-
-def unknown_shape_facts(rel: str, size: int, sha: str, doc: Any) -> RecordingFacts:
-    """The facts of a recording no reader knows: its model where a payload keeps one (any
-    usual nesting), its time from a top-level time field; the rest unknown."""
-    found = find_model(doc) if isinstance(doc, dict) else None
-    raw = next(
-        (doc[k] for k in _TIME_FIELDS if isinstance(doc, dict) and doc.get(k) is not None), None
-    )
-    when = parse_time(raw)
-    return RecordingFacts(
-        path=rel,
-        format=UNKNOWN_SHAPE,
-        model=found[0] if found else None,
-        model_source=f"the file's `{found[1]}`" if found else None,
-        recorded_at=str(raw) if raw is not None else None,
-        time_source="a top-level time field" if when else None,
-        oldest=when,
-        newest=when,
-        size=size,
-        sha256=sha,
-    )

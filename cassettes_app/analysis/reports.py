@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cassettes_app.parsed import Body, ParseResult
+from cassettes_app.response_ids import ResponseIdFound
 from cassettes_app.secrets import TextProfile
 
 DECODED_NOTES = {"base64", "gzip", "x-gzip", "deflate", "br"}
@@ -17,7 +18,11 @@ _LITERAL_FORMATS = {"cassette_json", "fixture_json", "agent_log", "trace"}
 
 @dataclass
 class FileReport:
-    """One discovered recording, trace or ledger file, with everything parsed from it."""
+    """One discovered recording, trace or ledger file, with everything parsed from it.
+
+    Its bodies keep their bytes only (`data` and what describes it): their decoded text and
+    JSON were read by the analyser and dropped.
+    """
 
     path: str  # relative to the root, "/"-separated
     role: str  # "recording" | "trace" | "ledger"
@@ -28,6 +33,8 @@ class FileReport:
     # literals of that text (see `body_profile`); None when that is not known.
     profile: TextProfile | None = None
     turns: int = 0  # conversation turns its recordings add (one per model exchange)
+    # Each recording's response ids (`response_ids.response_ids`), in the recordings' order.
+    response_ids: tuple[tuple[ResponseIdFound, ...], ...] = ()
 
     @property
     def secret_free(self) -> bool:

@@ -167,6 +167,11 @@ def lean_key(key: tuple) -> tuple:
 MEMO_MAX = 65_536
 
 
+def spool_digest(data: bytes) -> bytes:
+    """What tells the spool's shared values apart: a 128-bit digest of their pickle."""
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
 class TurnSpool:
     """What the turns of a conversation show, kept in a temporary file instead of memory.
 
@@ -196,7 +201,10 @@ class TurnSpool:
         data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         if not shared:
             return self._write(data)
-        digest = hashlib.blake2b(data, digest_size=16).digest()
+        return self.add_pickled(data, spool_digest(data))
+
+    def add_pickled(self, data: bytes, digest: bytes) -> int:
+        """Store a pickled value once per distinct content (`digest`: `spool_digest(data)`)."""
         offset = self._offsets.get(digest)
         if offset is None:
             if len(self._offsets) >= MEMO_MAX:

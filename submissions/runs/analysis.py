@@ -9,6 +9,8 @@ assignment's other hand-ins.
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from cassettes_app.analysis import Analyzer
 from submissions.assignments import analysis_config
 from submissions.checks.cohort import cohort_recordings_unique
@@ -37,7 +39,7 @@ def _analysis(job: Job, progress: Progress) -> Outcome:
     submission = job.submission
     progress.step("unpack", 2)
     tree = submission_tree(submission)
-    analyzer = Analyzer(tree, analysis_config(submission))
+    analyzer = Analyzer(tree, analysis_config(submission), settings.ANALYSIS_PROCESSES)
     stored = recordings_store(
         submission=submission, analyzer=analyzer, step=progress.step, log=progress.log
     )

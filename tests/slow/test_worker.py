@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import json
+import random
 import subprocess
 import time
 from pathlib import Path
@@ -174,3 +176,57 @@ def test_the_one_process_demo_serves_read_only_pages_to_visitors(tmp_path: Path)
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
+
+
+def _big_cassette(i: int, pad: int) -> str:
+    from cassettes_app.keys import recompute_key
+
+    request = {
+        "model": "gpt-4o-mini-2024-07-18",
+        "messages": [
+            {"role": "user", "content": f"ticket {i}: {random.Random(i).randbytes(pad).hex()}"}
+        ],
+        "temperature": 0,
+    }
+    response = {
+        "id": f"chatcmpl-9xYz{i:04d}AbCdEfGh",
+        "object": "chat.completion",
+        "model": "gpt-4o-mini-2024-07-18",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": f"triaged {i}"}}],
+    }
+    key = recompute_key(request, ("user", "request_id", "id", "created"))
+    return json.dumps({"key": key, "request": request, "response": response})
+
+
+def test_a_large_tree_is_parsed_by_a_pool_inside_a_real_worker(
+    start_worker, assignment, candidate
+) -> None:
+    """The prefork child starts its own (spawned) pool, and stores what one process would."""
+    from cassettes_app.analysis import front
+    from tests.conftest import make_zip
+
+    count = front.POOL_MIN_FILES + 6
+    pad = front.POOL_MIN_BYTES // (2 * count) + 100  # bytes, written as hex
+    files = {f"cassettes/c{i:03d}.json": _big_cassette(i, pad) for i in range(count)}
+    files["README.md"] = "# Triage agent\n"
+    worker = start_worker("filesystem")
+    result = submission_create(
+        upload=io.BytesIO(make_zip(files)),
+        filename="big.zip",
+        candidate=candidate,
+        assignment=assignment,
+    )
+    assert not result.reason, result.reason
+    intake = wait_final(result.submission.jobs.get(), worker)
+    assert intake.state == Job.State.PASSED, intake.error
+    analysis = wait_final(result.submission.jobs.get(kind=Job.Kind.ANALYSIS), worker, timeout=120)
+    assert analysis.state == Job.State.PASSED, analysis.error
+    assert f"parsed {count} recording files in 2 processes (peak " in analysis.log
+    submission = result.submission
+    assert submission.recordings.count() == count
+    assert submission.turns.count() == count
+    assert set(submission.response_ids.values_list("value", flat=True)) == {
+        f"chatcmpl-9xYz{i:04d}AbCdEfGh" for i in range(count)
+    }
+    keys = submission.checks.get(check_id="cassettes.keys_match")
+    assert keys.status == "pass", keys.summary

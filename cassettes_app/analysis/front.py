@@ -1,0 +1,445 @@
+"""The first half of analysing one file: read, parse and text-scan it, in any process.
+
+`examine` needs only the file's place and the analysis limits, and returns plain data, so
+a large tree's files can be examined by a pool of processes (`examined`) while the
+analyser goes on with the files already done, in the tree's order. The results are the
+same either way: one function does the work in both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import pickle
+import resource
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import IO, Any
+
+from cassettes_app import safeload, secrets, threads
+from cassettes_app.analysis.facts import recording_facts, unknown_shape_facts
+from cassettes_app.analysis.files import read_capped
+from cassettes_app.analysis.reports import DECODED_NOTES, literal_bodies
+from cassettes_app.analysis.turns import (
+    body_payload,
+    compact_message,
+    lean_key,
+    message_dict,
+    small_usage,
+    spool_digest,
+)
+from cassettes_app.checks.cassettes import UNKNOWN_SHAPE, RecordingFacts
+from cassettes_app.config import AnalysisConfig
+from cassettes_app.formats import parse_file
+from cassettes_app.formats.conversation import SYNTHETIC
+from cassettes_app.formats.sniff import looks_binary
+from cassettes_app.parsed import Body, ParsedFinding, ParseResult, TraceHop
+from cassettes_app.providers import Exchange, Message, normalise
+from cassettes_app.response_ids import ResponseIdFound, response_ids
+from cassettes_app.secrets import SecretHit, TextProfile
+
+HINTS = {"ledger": "ledger", "trace": "trace", "recording": None}
+
+# A tree is examined by a pool only when it is this large: below it, starting processes
+# costs more than it saves.
+POOL_MIN_FILES = 64
+POOL_MIN_BYTES = 16 * 1024 * 1024
+# Files handed to one process at a time, and results held ahead of the analyser per
+# process: enough to keep every process busy, few enough to keep memory flat.
+_CHUNK = 8
+_AHEAD = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Spooled:
+    """One message of an exchange as threading keys it and the spool keeps it (pickled)."""
+
+    key: tuple
+    data: bytes
+    digest: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeParts:
+    """What threading needs of one exchange, ready for the analyser's spool and key table."""
+
+    where: tuple[str, int]  # (path, interaction index)
+    request: tuple[Spooled, ...]
+    reply: Spooled | None
+    usage: dict[str, Any]
+    model: Any
+
+
+@dataclass(slots=True)
+class Examined:
+    """One discovered file, read, parsed and text-scanned (or why it could not be read)."""
+
+    rel: str
+    role: str
+    data: bytes | None = None  # the file's bytes while it is examined; dropped after
+    size: int = 0
+    sha: str = ""
+    result: ParseResult | None = None  # None when unreadable
+    unreadable: str | None = None  # why the file could not be read
+    scanned: bool = False  # its text scan is done (hits holds what it found)
+    hits: tuple[SecretHit, ...] = ()
+    profile: TextProfile | None = None  # the text's profile, when every body is literal in it
+    # What the parse adds to the analysis: secrets in its structured parts (in the order
+    # they are met), each recording's facts, and each model exchange's keys and messages.
+    found: list[SecretHit] = field(default_factory=list)
+    facts: list[RecordingFacts] = field(default_factory=list)
+    exchanges: list[ExchangeParts] = field(default_factory=list)
+    # Each recording's response ids (`response_ids`), read before its bodies are made lean.
+    response_ids: list[tuple[ResponseIdFound, ...]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class FrontConfig:
+    """Where the tree is and the analysis settings (picklable)."""
+
+    root: Path
+    analysis: AnalysisConfig
+
+
+def examine(front: FrontConfig, rel: str, role: str) -> Examined:
+    """Read, parse, text-scan and digest one discovered file."""
+    config = front.analysis
+    limits = config.limits
+    try:
+        data, size, sha = read_capped(front.root, rel, limits.max_file_bytes)
+    except OSError as exc:
+        why = (
+            "symbolic link; not followed"
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR)
+            else f"cannot read: {exc.strerror or exc}"
+        )
+        return Examined(rel, role, unreadable=why)
+    if data is None:
+        result = ParseResult(
+            "unknown",
+            findings=[
+                ParsedFinding(
+                    "file_too_large",
+                    "error",
+                    rel,
+                    None,
+                    f"file is {size} bytes, over max_file_bytes "
+                    f"({limits.max_file_bytes}); not parsed",
+                )
+            ],
+        )
+    else:
+        result = parse_file(rel, data, limits, format_hint=HINTS[role])
+    done = Examined(rel, role, data, size, sha, result)
+    # The tree scan's text scan of the file, done while its bytes are here; a file too
+    # large (or unreadable) is left to the tree scan, which reads or reports it.
+    if data is not None and len(data) <= config.max_scan_file_bytes:
+        done.scanned = True
+        if data and not looks_binary(data[:8192]):
+            hits, profile = secrets.scan_and_profile(data.decode("utf-8", "replace"), rel)
+            done.hits = tuple(hits)
+            done.profile = profile if literal_bodies(result, data) else None
+    _digest(config, done, result)
+    done.response_ids = [tuple(response_ids(r.interactions)) for r in result.recordings]
+    # All the analyser needs of the file's bytes, and of its bodies' text and JSON, is
+    # above: only the bodies' bytes (what is stored) go on.
+    done.data = None
+    _lean(result)
+    return done
+
+
+def _lean(result: ParseResult) -> None:
+    """Drop the decoded text and JSON of every body of the parse, keeping its bytes."""
+    for recording in result.recordings:
+        for inter in recording.interactions:
+            inter.request_body = _lean_body(inter.request_body)
+            inter.response_body = _lean_body(inter.response_body)
+
+
+def _lean_body(body: Body) -> Body:
+    if body.text is None and body.json is None:
+        return body
+    return replace(body, text=None, json=None)
+
+
+def _digest(config: AnalysisConfig, done: Examined, result: ParseResult) -> None:
+    """The compact facts of one parsed file; the secrets of its structured parts."""
+    rel, role, data, size, sha = done.rel, done.role, done.data, done.size, done.sha
+    found = done.found
+    for hop in result.hops:
+        _hop_secrets(found, rel, hop)
+    # Bodies whose text is literally in a text-scanned file need no second scan.
+    text_scanned = (
+        data is not None and size <= config.max_scan_file_bytes and not looks_binary(data[:8192])
+    )
+    cache: list[Any] = []
+
+    def load_doc() -> Any:
+        """The file's JSON, loaded once and only when a check needs more than the parse."""
+        if not cache:
+            try:
+                cache.append(safeload.load_json(data, config.limits) if data is not None else None)
+            except (safeload.LoadError, ValueError, RecursionError):
+                cache.append(None)
+        return cache[0]
+
+    for recording in result.recordings:
+        for interaction in recording.interactions:
+            _interaction_secrets(found, rel, interaction, text_scanned)
+        if role != "recording":
+            continue
+        done.facts.append(recording_facts(config, rel, size, sha, recording, load_doc, data))
+        for interaction in recording.interactions:
+            exchange = normalise(
+                body_payload(interaction.request_body),
+                body_payload(interaction.response_body),
+                interaction.url,
+            )
+            if exchange.provider == "unknown":
+                continue  # fixtures, plain HTTP: nothing a conversation can be built from
+            done.exchanges.append(_parts((rel, interaction.index), exchange))
+    if role == "recording" and not result.recordings and result.format == UNKNOWN_SHAPE:
+        # Matched as a recording but in a shape no reader knows: still one of the
+        # submission's recordings (the replay counts it), with what can be read of it.
+        # A file that is not even a JSON object is a broken one, reported as such.
+        doc = load_doc()
+        if isinstance(doc, dict):
+            done.facts.append(unknown_shape_facts(rel, size, sha, doc))
+
+
+def _spooled(message: Message) -> Spooled:
+    data = pickle.dumps(message_dict(message), protocol=pickle.HIGHEST_PROTOCOL)
+    return Spooled(lean_key(threads.message_key(message)), data, spool_digest(data))
+
+
+def _parts(where: tuple[str, int], ex: Exchange) -> ExchangeParts:
+    """What threading needs of an exchange: its messages' keys, and what its turn shows."""
+    request = [m for m in map(compact_message, ex.request_messages) if m is not None]
+    response = compact_message(ex.response)
+    return ExchangeParts(
+        where,
+        tuple(_spooled(m) for m in request),
+        _spooled(response) if response is not None else None,
+        small_usage(ex.usage),
+        ex.model,
+    )
+
+
+def _interaction_secrets(
+    found: list[SecretHit], rel: str, interaction: Any, text_scanned: bool
+) -> None:
+    found.extend(secrets.scan_headers(interaction.request_headers, rel, where="request"))
+    found.extend(secrets.scan_headers(interaction.response_headers, rel, where="response"))
+    if interaction.url:
+        found.extend(secrets.scan_url(interaction.url, rel))
+    for body in (interaction.request_body, interaction.response_body):
+        if body is interaction.request_body and body.encoding_note == SYNTHETIC:
+            # A transcript's call repeats the conversation so far: each of its messages
+            # is scanned once, in the file's text or as the reply it was.
+            continue
+        notes = set((body.encoding_note or "").split("; "))
+        if text_scanned and not notes & DECODED_NOTES:
+            continue
+        if body.json is not None and not any(n.startswith("sse") for n in notes):
+            found.extend(secrets.scan_json(body.json, rel))
+        elif body.text:
+            found.extend(secrets.scan_text(body.text, rel))
+
+
+def _hop_secrets(found: list[SecretHit], rel: str, hop: TraceHop) -> None:
+    line = hop.line
+    found.extend(secrets.scan_headers(hop.request_headers, rel, where="request", line=line))
+    if hop.url:
+        found.extend(secrets.scan_url(hop.url, rel, line=line))
+    for value in (hop.req, hop.resp):
+        if value is not None:
+            found.extend(secrets.scan_json(value, rel, line=line))
+
+
+def pool_size(processes: int, files: list[tuple[str, str]], root: Path) -> int:
+    """Processes worth starting for these files: 0 (examine here) for a small tree."""
+    if processes <= 1 or len(files) < POOL_MIN_FILES:
+        return 0
+    total = 0
+    for rel, _ in files:
+        try:
+            total += os.lstat(root / rel).st_size
+        except OSError:
+            continue
+        if total >= POOL_MIN_BYTES:
+            return min(processes, (len(files) + _CHUNK - 1) // _CHUNK)
+    return 0
+
+
+@dataclass(slots=True)
+class PoolStats:
+    """What a pool cost: its processes, and the largest peak resident memory of one."""
+
+    processes: int = 0
+    peak_rss_kib: int = 0
+
+
+def examined(
+    config: FrontConfig,
+    files: list[tuple[str, str]],
+    workers: int = 0,
+    stats: PoolStats | None = None,
+) -> Iterator[Examined]:
+    """`examine` each file, yielded in the order given.
+
+    With `workers` (see `pool_size`), the files are examined by that many processes of
+    their own (started afresh, never forked: the caller may hold database connections), a
+    bounded number of results ahead of the caller; else in this process. `stats` gets
+    what the pool cost once it has ended.
+    """
+    if not workers:
+        for rel, role in files:
+            yield examine(config, rel, role)
+        return
+    chunks = [files[i : i + _CHUNK] for i in range(0, len(files), _CHUNK)]
+    pool = [_Worker(config) for _ in range(min(workers, len(chunks)))]
+    try:
+        yield from _ordered(pool, chunks)
+    finally:
+        peaks = [worker.close() for worker in pool]
+        if stats is not None:
+            stats.processes = len(pool)
+            stats.peak_rss_kib = max(peaks)
+
+
+def _ordered(pool: list[_Worker], chunks: list[list[tuple[str, str]]]) -> Iterator[Examined]:
+    """Chunk k goes to worker k mod n, each worker holding up to _AHEAD; read in order."""
+    sent = 0
+    for _ in range(_AHEAD):
+        for worker in pool:
+            if sent < len(chunks):
+                worker.send(chunks[sent])
+                sent += 1
+    for index in range(len(chunks)):
+        worker = pool[index % len(pool)]
+        done = worker.receive()
+        if sent < len(chunks):
+            worker.send(chunks[sent])  # the freed place goes to the next chunk, same worker
+            sent += 1
+        yield from done
+
+
+# How a pool process is started: this interpreter, serving from this module (see serve).
+WORKER_COMMAND = [sys.executable, "-c", "from cassettes_app.analysis.front import serve; serve()"]
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Worker:
+    """One pool process: chunks of files in through its stdin, their results out of its
+    stdout, each a length-prefixed pickle. It exits when its stdin closes, so it never
+    outlives the analysis, whatever ends that (a finished job, an error, a killed worker).
+    """
+
+    def __init__(self, config: FrontConfig) -> None:
+        self.process = subprocess.Popen(
+            WORKER_COMMAND,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=_PACKAGE_ROOT,
+        )
+        self.peak_kib = 0
+        self._write(config)
+
+    def _write(self, value: Any) -> None:
+        assert self.process.stdin is not None
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            self.process.stdin.write(len(data).to_bytes(8, "little") + data)
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            raise RuntimeError(self._ended()) from None
+
+    def send(self, chunk: list[tuple[str, str]]) -> None:
+        self._write(chunk)
+
+    def receive(self) -> list[Examined]:
+        assert self.process.stdout is not None
+        try:
+            ok, value, peak = _read(self.process.stdout)
+        except EOFError:
+            raise RuntimeError(self._ended()) from None
+        self.peak_kib = max(self.peak_kib, peak)
+        if not ok:
+            raise RuntimeError(f"an analysis process failed: {value}")
+        return value
+
+    def _ended(self) -> str:
+        code = self.process.wait(timeout=10)
+        return f"an analysis process ended unexpectedly (exit code {code})"
+
+    def close(self) -> int:
+        """Close both its pipes, so it exits whether it was waiting for work (its stdin
+        ends) or writing an answer nobody will read (its stdout breaks); wait for it,
+        killing it if it does not go. Returns its peak resident memory in KiB, as it last
+        told (0 if it never answered)."""
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        return self.peak_kib
+
+
+def _peak_kib() -> int:
+    """This process's peak resident memory in KiB since it started its program.
+
+    /proc's VmHWM, which exec resets: getrusage's ru_maxrss also counts the parent's pages
+    the process held between fork and exec.
+    """
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _read(stream: IO[bytes]) -> Any:
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError
+    size = int.from_bytes(head, "little")
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError
+    return pickle.loads(data)  # noqa: S301 - our own analysis, or the process it started
+
+
+def _serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
+    """A pool process's loop: the settings, then chunks of files until stdin closes."""
+    try:
+        config = _read(stdin)
+        while True:
+            chunk = _read(stdin)
+            try:
+                done = [examine(config, rel, role) for rel, role in chunk]
+                answer: tuple[bool, Any, int] = (True, done, _peak_kib())
+            except Exception as exc:
+                answer = (False, f"{type(exc).__name__}: {exc}", _peak_kib())
+            data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+            stdout.write(len(data).to_bytes(8, "little") + data)
+            stdout.flush()
+    except (EOFError, BrokenPipeError):
+        return
+
+
+def serve() -> None:
+    """A pool process's program (WORKER_COMMAND). It ends without flushing anything: its
+    stdout may be closed under it, and it holds nothing else to close."""
+    _serve(sys.stdin.buffer, sys.stdout.buffer)
+    os._exit(0)

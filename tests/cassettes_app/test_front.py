@@ -1,0 +1,177 @@
+"""Tests for cassettes_app.analysis.front: a pool of processes gives the analysis one process
+gives, file for file, and a small tree is never handed to one."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cassettes_app.analysis import AnalysisConfig, Analyzer, front
+from cassettes_app.analysis.front import FrontConfig
+from cassettes_app.limits import ParseLimits
+from tests.paths import DEMO_REPOS, FIXTURES
+
+NOW = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
+WILD = FIXTURES.parent / "wild"
+KEY = "sk-proj-FAKEq8Zr2LmT5vXc9NwB4hJ7kP3sD6fG1aQ0eRyUiOpZxCvBnM2FAKEtest"
+
+
+def _mixed_tree(root: Path) -> None:
+    """Real recordings of many tools, the demo hand-ins, and hostile files, in one tree."""
+    shutil.copytree(WILD, root / "wild", ignore=shutil.ignore_patterns("SOURCES.md"))
+    shutil.copytree(FIXTURES, root / "fixtures")
+    shutil.copytree(DEMO_REPOS, root / "demo")
+    odd = root / "odd"
+    odd.mkdir()
+    (odd / "secret.json").write_text(json.dumps({"headers": {"Authorization": f"Bearer {KEY}"}}))
+    (odd / "broken.json").write_text('{"key": "abc", "request": ')
+    (odd / "huge.json").write_text(json.dumps({"pad": "x" * 300_000}))
+    (odd / "zipped.json.gz").write_bytes(gzip.compress(json.dumps({"key": KEY}).encode()))
+    (odd / "binary.json").write_bytes(b"\x00\x01\x02" * 100)
+    (odd / "escaped.json").write_text('{"text": "\\u0073k-not-a-key"}')
+    os.symlink("/etc/passwd", odd / "link.json")
+
+
+def _config() -> AnalysisConfig:
+    return AnalysisConfig(
+        shape="cassette",
+        recording_globs=("**/*.json", "**/*.yaml", "**/*.yml", "**/*.har", "**/*.gz"),
+        trace_globs=("**/replay.jsonl",),
+        ledger_globs=("**/ledger*.jsonl",),
+        now=NOW,
+        limits=ParseLimits(max_file_bytes=200_000),
+    )
+
+
+def _everything(root: Path, processes: int) -> dict[str, Any]:
+    """All an analysis yields and keeps, as comparable plain values."""
+    analyzer = Analyzer(root, _config(), processes)
+    reports = [
+        (
+            r.path,
+            r.role,
+            r.size,
+            r.sha256,
+            r.result.format,
+            r.profile,
+            r.turns,
+            r.response_ids,
+            [
+                (i.method, i.url, i.status, i.request_body, i.response_body)
+                for rec in r.result.recordings
+                for i in rec.interactions
+            ],
+            r.result.hops,
+            r.result.ledger,
+        )
+        for r in analyzer.files()
+    ]
+    hits = list(analyzer.secret_hits())
+    threads = analyzer.threads()
+    turns = list(analyzer.turn_views())
+    checks = analyzer.checks()
+    analyzer.close()
+    return {
+        "reports": reports,
+        "findings": analyzer.findings,
+        "facts": analyzer.facts,
+        "hits": hits,
+        "threads": threads,
+        "turns": turns,
+        "checks": checks,
+        "key_report": analyzer.key_report,
+    }
+
+
+def test_a_pool_analyses_a_mixed_tree_as_one_process_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _mixed_tree(tmp_path)
+    serial = _everything(tmp_path, 1)
+    monkeypatch.setattr(front, "POOL_MIN_BYTES", 1)
+    started: list[int] = []
+    real_worker = front._Worker
+
+    def counting_worker(config: Any) -> Any:
+        worker = real_worker(config)
+        started.append(worker.process.pid)
+        return worker
+
+    monkeypatch.setattr(front, "_Worker", counting_worker)
+    pooled = _everything(tmp_path, 2)
+    assert len(set(started)) == 2, "the tree was not handed to two processes"
+    # Something of every kind was found, so the comparison below compares something.
+    assert len(serial["reports"]) >= front.POOL_MIN_FILES
+    assert serial["hits"] and serial["threads"] and serial["facts"]
+    assert {r[1] for r in serial["reports"]} >= {"recording", "trace"}
+    assert any(f.kind == "file_too_large" for f in serial["findings"])
+    assert any(f.kind == "symlink_skipped" for f in serial["findings"])
+    for name, value in serial.items():
+        assert pooled[name] == value, name
+
+
+def test_a_small_tree_is_examined_in_the_analysers_own_process(tmp_path: Path) -> None:
+    files = [(f"f{i}.json", "recording") for i in range(front.POOL_MIN_FILES)]
+    for rel, _ in files:
+        (tmp_path / rel).write_text("{}")
+    # Many files, few bytes: no pool.
+    assert front.pool_size(4, files, tmp_path) == 0
+    (tmp_path / "f0.json").write_bytes(b" " * front.POOL_MIN_BYTES)
+    assert front.pool_size(4, files, tmp_path) == 4
+    assert front.pool_size(1, files, tmp_path) == 0
+    # Big bytes, few files: no pool.
+    assert front.pool_size(4, files[:3], tmp_path) == 0
+
+
+@pytest.mark.parametrize(
+    ("program", "error"),
+    [
+        ("import sys; sys.exit(3)", "ended unexpectedly (exit code 3)"),
+        # A process that answers with a failure (here: the settings it cannot use).
+        (
+            "from cassettes_app.analysis.front import serve; serve()",
+            "an analysis process failed: AttributeError",
+        ),
+    ],
+)
+def test_a_failing_pool_process_fails_the_analysis_with_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, program: str, error: str
+) -> None:
+    _mixed_tree(tmp_path)
+    monkeypatch.setattr(front, "POOL_MIN_BYTES", 1)
+    monkeypatch.setattr(front, "WORKER_COMMAND", [sys.executable, "-c", program])
+    broken = FrontConfig(tmp_path, None)  # type: ignore[arg-type]
+    real_worker = front._Worker
+    monkeypatch.setattr(front, "_Worker", lambda config: real_worker(broken))
+    analyzer = Analyzer(tmp_path, _config(), 2)
+    with pytest.raises(RuntimeError, match=re.escape(error)):
+        list(analyzer.files())
+
+
+def test_pool_processes_end_when_the_analysis_stops_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _mixed_tree(tmp_path)
+    monkeypatch.setattr(front, "POOL_MIN_BYTES", 1)
+    workers: list[Any] = []
+    real_worker = front._Worker
+
+    def keeping_worker(config: Any) -> Any:
+        workers.append(real_worker(config))
+        return workers[-1]
+
+    monkeypatch.setattr(front, "_Worker", keeping_worker)
+    files = Analyzer(tmp_path, _config(), 2).files()
+    next(files)
+    files.close()  # the caller gives up after one file (an error, a cancelled job)
+    assert len(workers) == 2
+    assert all(w.process.poll() is not None for w in workers)
