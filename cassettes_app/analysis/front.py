@@ -9,10 +9,12 @@ same either way: one function does the work in both.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import pickle
 import resource
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -335,13 +337,14 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 class _Worker:
     """One pool process: chunks of files in through its stdin, their results out of its
-    stdout, each a length-prefixed pickle. It exits when its stdin closes, so it never
+    stdout, each a length-prefixed pickle. It exits when its pipes close, and is killed
+    when the process that started it dies (even in the middle of a file), so it never
     outlives the analysis, whatever ends that (a finished job, an error, a killed worker).
     """
 
     def __init__(self, config: FrontConfig) -> None:
         self.process = subprocess.Popen(
-            WORKER_COMMAND,
+            [*WORKER_COMMAND, str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=_PACKAGE_ROOT,
@@ -439,7 +442,27 @@ def _serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
 
 
 def serve() -> None:
-    """A pool process's program (WORKER_COMMAND). It ends without flushing anything: its
-    stdout may be closed under it, and it holds nothing else to close."""
+    """A pool process's program (WORKER_COMMAND, then the pid of the analysis's process).
+
+    It ends without flushing anything: its stdout may be closed under it, and it holds
+    nothing else to close.
+    """
+    die_with_parent(int(sys.argv[1]))
     _serve(sys.stdin.buffer, sys.stdout.buffer)
     os._exit(0)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """Have Linux kill this process when `parent`, which started it, dies (PDEATHSIG): a
+    file that keeps it busy must not keep it running after the job that asked is gone.
+    Elsewhere only the closed pipes end it."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the signal was asked for
+        os._exit(1)

@@ -9,7 +9,9 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +177,45 @@ def test_pool_processes_end_when_the_analysis_stops_early(
     files.close()  # the caller gives up after one file (an error, a cancelled job)
     assert len(workers) == 2
     assert all(w.process.poll() is not None for w in workers)
+
+
+def test_a_busy_pool_process_dies_with_the_analysis_that_started_it(tmp_path: Path) -> None:
+    """A worker child killed mid-analysis (time limit, OOM) leaves no pool process behind,
+    even one stuck on a file and reading no pipe."""
+    pid_file = tmp_path / "pid"
+    program = f"""
+import sys, time
+from cassettes_app.analysis import front
+front.WORKER_COMMAND = [sys.executable, "-c",
+    "import sys, time; from cassettes_app.analysis.front import die_with_parent; "
+    "die_with_parent(int(sys.argv[1])); open({str(pid_file)!r}, 'w').write('ok'); "
+    "time.sleep(120)"]
+worker = front._Worker(None)
+print(worker.process.pid, flush=True)
+time.sleep(120)
+"""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", program], stdout=subprocess.PIPE, text=True, cwd=front._PACKAGE_ROOT
+    )
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert pid_file.exists(), "the pool process never started"
+    assert _alive(child)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _alive(child), "the pool process outlived the analysis"
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie, dead but not yet reaped by init, is not running)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
