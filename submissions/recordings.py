@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from django.db import connection, transaction
@@ -24,7 +25,7 @@ from cassettes_app.analysis.sources import source_files
 from cassettes_app.parsed import Body, ParsedFinding, ParsedRecording
 from cassettes_app.response_ids import ResponseIdFound
 from cassettes_app.secrets import TextProfile, redact_message
-from submissions.blobs import BlobWriter, bulk_insert
+from submissions.blobs import BlobWriter, bulk_insert, row_maker
 from submissions.models import (
     Finding,
     Interaction,
@@ -86,6 +87,10 @@ def _json_blob(writer: BlobWriter, value: Any, profile: TextProfile | None = Non
     return writer.add(text.encode("utf-8"), content_type="application/json", profile=profile)
 
 
+_interaction_row = row_maker(Interaction)
+_turn_row = row_maker(Turn)
+
+
 class _Store:
     """Writes one submission's parsed files in batches (bulk inserts, one transaction each)."""
 
@@ -95,7 +100,7 @@ class _Store:
         self.facts_seen = 0
         self.blobs = BlobWriter()
         self.recordings: list[Recording] = []
-        self.interactions: list[tuple[Recording, Interaction]] = []
+        self.interactions: list[tuple[Recording, SimpleNamespace]] = []
         self.rows: list[tuple[Recording, TraceRow]] = []
         # The recorded response ids, each value once (its first recording), capped.
         self.response_ids: list[ResponseId] = []
@@ -162,8 +167,9 @@ class _Store:
                     )
                 )
 
-    def _interaction(self, inter: Any) -> Interaction:
-        return Interaction(
+    def _interaction(self, inter: Any) -> SimpleNamespace:
+        return _interaction_row(
+            recording_id=None,  # given once its recording is stored (flush)
             index=inter.index,
             method=(inter.method or "")[:20],
             url=redact_text(inter.url or "")[:4000],
@@ -331,7 +337,7 @@ def _turns_store(submission: Submission, analyzer: Analyzer, store: _Store) -> N
     """Write the rebuilt conversations' turns, then correct the recordings' turn counts."""
     # Turns stream out of the analyser and are written in batches bounded by count and text.
     counted: dict[str, int] = {}
-    turns: list[Turn] = []
+    turns: list[SimpleNamespace] = []
     chars = 0
     for thread_index, turn in analyzer.turn_views():
         counted[turn.path] = counted.get(turn.path, 0) + 1
@@ -340,8 +346,8 @@ def _turns_store(submission: Submission, analyzer: Analyzer, store: _Store) -> N
         new_messages = [redact_message(m, profile=profile) for m in turn.new_messages]
         response = redact_message(turn.response, profile=profile) if turn.response else None
         turns.append(
-            Turn(
-                submission=submission,
+            _turn_row(
+                submission_id=submission.pk,
                 thread=thread_index,
                 index=turn.index,
                 recording_id=store.by_path.get(turn.path),

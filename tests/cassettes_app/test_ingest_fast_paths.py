@@ -516,3 +516,22 @@ def test_the_stored_recordings_get_the_ids_their_rows_point_to(db: None) -> None
         assert f"file {name}".encode() in blob_read(Blob.objects.get(pk=inter.request_blob_id))
         (turn,) = Turn.objects.filter(recording=recording)
         assert f"file {name}" in json.dumps(turn.new_messages)
+
+
+def test_rows_made_without_model_instances_store_what_instances_store(db: None) -> None:
+    """A row_maker row and a model instance with the same values store the same row; a row
+    missing a column, or naming one the table lacks, is refused with its name."""
+    from submissions.blobs import bulk_insert, row_maker
+
+    make = row_maker(Blob)
+    values = {"size": 3, "content_type": "text/plain", "is_binary": False, "truncated": True}
+    bulk_insert(Blob, [make(sha256="a" * 64, data=b"abc", storage_name="", **values)])
+    bulk_insert(Blob, [Blob(sha256="b" * 64, data=b"abc", **values)])
+    rows = Blob.objects.order_by("sha256").values_list(
+        "size", "content_type", "is_binary", "truncated", "data", "storage_name"
+    )
+    ours, orm = ((*r[:4], bytes(r[4]), r[5]) for r in rows)
+    assert ours == orm == (3, "text/plain", False, True, b"abc", "")
+    assert Blob.objects.filter(created__isnull=True).count() == 0  # stamped, as by the ORM
+    with pytest.raises(TypeError, match=r"missing \['sha256', 'storage_name'\], unknown \['sha'\]"):
+        make(sha="c" * 64, data=b"", **values)
