@@ -56,3 +56,37 @@ def test_a_management_command_does_not_import_the_stack() -> None:
         check=True,
     )
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("web", [True, False])
+def test_ready_warms_templates_and_urls_only_for_a_web_process(monkeypatch, web) -> None:
+    from django.apps import apps as registry
+
+    from reviewer.ops import warmup
+
+    warmed = []
+    monkeypatch.setattr(apps, "serves_web", lambda: web)
+    monkeypatch.setattr(agreement, "warm", lambda: None)
+    monkeypatch.setattr(warmup, "warm_up", lambda: warmed.append(True))
+    registry.get_app_config("reviewer").ready()
+    assert warmed == ([True] if web else [])
+
+
+def test_warm_up_parses_every_template_and_reads_no_database() -> None:
+    """No database fixture: a query would raise."""
+    from django.template import engines
+
+    from reviewer.ops import warmup
+
+    engine = engines["django"].engine
+    for loader in engine.template_loaders:
+        loader.reset()  # nothing parsed yet
+    done = warmup.warm_up()
+    names = sorted(
+        p.relative_to(ROOT / "templates").as_posix() for p in (ROOT / "templates").rglob("*.html")
+    )
+    assert done["templates"] >= len(names) > 0
+    assert done["modules"] == len(warmup._LAZY_MODULES)
+    # Parsed now: the cached loader holds them, so no request parses them again.
+    (cached,) = engine.template_loaders[0].loaders
+    assert all(name in cached.get_template_cache for name in names)

@@ -1,0 +1,75 @@
+"""What a web process does once at start, so its first request pays only for itself.
+
+Django builds a great deal lazily: the URL resolver imports every view module on the first
+request, each template is parsed on its first render (the cached loader then keeps it), and
+a module imported inside a function (the broker for the queue's health line, the Markdown
+renderer for notes) is imported by the first request that calls it. In a web process all of
+that landed on whoever opened a page first after a deploy or a worker's restart: the
+submission page with 10,000 recordings took 3 to 4 times its warm time, most of it parsing
+templates. A web process calls `warm_up` at start (the app's ready(), beside
+`agreement.warm` for the scientific stack), before it takes a request.
+
+It reads no database and writes nothing: a web process may start before the database
+answers (it then connects on its first request, as before).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+
+from django.apps import apps
+from django.template import Engine, TemplateSyntaxError
+from django.urls import get_resolver
+
+log = logging.getLogger(__name__)
+
+# This project's apps: their templates (and the project's templates folder) are parsed.
+_OWN_APPS = ("reviewer", "submissions", "cassettes_app")
+
+# Imported inside the functions that use them (to keep commands and workers light); a page
+# that reaches them imports them once per process.
+_LAZY_MODULES = (
+    "reviewer.broker",  # the queue's health line on every signed-in page
+    "reviewer.review.markdown",  # notes
+    "submissions.intake.stored",  # a template filter's file links
+)
+
+
+def warm_up() -> dict[str, int]:
+    """Load the URLs, parse every template of this project and import what pages import
+    lazily; how many of each. A template that does not parse is logged and skipped (its page
+    fails on its own request, as it would have)."""
+    resolver = get_resolver()
+    resolver.url_patterns  # noqa: B018  # imports every view module
+    resolver._populate()  # the reverse() lookup tables
+    engine = Engine.get_default()
+    engine.template_context_processors  # noqa: B018  # imports them
+    templates = 0
+    for folder in _template_folders(engine.dirs):
+        for path in sorted(folder.rglob("*.html")):
+            name = path.relative_to(folder).as_posix()
+            try:
+                engine.get_template(name)
+            except TemplateSyntaxError:
+                log.exception("template %s does not parse", name)
+                continue
+            templates += 1
+    modules = 0
+    for module in _LAZY_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError:  # an optional dependency missing: its page says so itself
+            continue
+        modules += 1
+    return {"templates": templates, "modules": modules}
+
+
+def _template_folders(dirs: list) -> list[Path]:
+    folders = [Path(d) for d in dirs]
+    for label in _OWN_APPS:
+        folder = Path(apps.get_app_config(label).path) / "templates"
+        if folder.is_dir():
+            folders.append(folder)
+    return [f for f in folders if f.is_dir()]
