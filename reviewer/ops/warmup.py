@@ -56,6 +56,10 @@ def warm_up() -> dict[str, int]:
                 log.exception("template %s does not parse", name)
                 continue
             templates += 1
+    # What names the code of a stored comparison table (a file walk, once per process).
+    from reviewer.cohort.table_cache import code_digest
+
+    code_digest()
     modules = 0
     for module in _LAZY_MODULES:
         try:
