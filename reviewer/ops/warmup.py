@@ -21,7 +21,7 @@ from pathlib import Path
 
 from django.apps import apps
 from django.template import Engine, TemplateSyntaxError
-from django.urls import get_resolver
+from django.urls import NoReverseMatch, URLResolver, get_resolver, reverse
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ def warm_up() -> dict[str, int]:
     resolver = get_resolver()
     resolver.url_patterns  # noqa: B018  # imports every view module
     resolver._populate()  # the reverse() lookup tables
+    _reverse_each(resolver)
     engine = Engine.get_default()
     engine.template_context_processors  # noqa: B018  # imports them
     templates = 0
@@ -68,6 +69,18 @@ def warm_up() -> dict[str, int]:
             continue
         modules += 1
     return {"templates": templates, "modules": modules}
+
+
+def _reverse_each(resolver: URLResolver) -> None:
+    """Reverse every named URL once: reverse() compiles each pattern's regex on its first
+    use (a page's links compiled a dozen of them, ~4 ms, on the first request)."""
+    for name in [key for key in resolver.reverse_dict if isinstance(key, str)]:
+        for possibilities, *_ in resolver.reverse_dict.getlist(name):
+            for _, params in possibilities:
+                try:
+                    reverse(name, kwargs=dict.fromkeys(params, "1"))
+                except NoReverseMatch:  # compiled all the same
+                    continue
 
 
 def _template_folders(dirs: list) -> list[Path]:
