@@ -27,6 +27,7 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import logging
+import zlib
 from collections.abc import Iterable
 from functools import cache as once
 from pathlib import Path
@@ -122,8 +123,17 @@ def comparison_table(assignment: Assignment, request: HttpRequest) -> str:
 def _stored(assignment_id: int, generation: int) -> str | None:
     rows = StoredTable.objects.filter(
         generation_id=assignment_id, value=generation, layout=layout()
-    ).values_list("html", flat=True)
-    return rows.first()
+    ).values_list("html_z", flat=True)
+    packed = rows.first()
+    return None if packed is None else unpack(packed)
+
+
+def pack(html: str) -> bytes:
+    return zlib.compress(html.encode())
+
+
+def unpack(packed: bytes | memoryview) -> str:
+    return zlib.decompress(packed).decode()
 
 
 # ------------------------------------------------------------------ the stored copy
@@ -179,7 +189,7 @@ def table_store(assignment_id: int) -> bool:
         return False
     assignment = current.assignment
     html = table_build(assignment, _landing_request(assignment))
-    values = {"value": generation, "layout": shape, "html": html}
+    values = {"value": generation, "layout": shape, "html_z": pack(html)}
     # Never over a table of a newer generation another worker kept meanwhile.
     newer = Q(value__gte=generation) & Q(layout=shape)
     if StoredTable.objects.filter(generation_id=assignment_id).exclude(newer).update(**values):

@@ -17,7 +17,7 @@ class Migration(migrations.Migration):
                 ('generation', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='stored', serialize=False, to='reviewer.tablegeneration')),
                 ('value', models.PositiveBigIntegerField()),
                 ('layout', models.CharField(max_length=100)),
-                ('html', models.TextField()),
+                ('html_z', models.BinaryField()),
                 ('stored_at', models.DateTimeField(auto_now=True)),
             ],
         ),
