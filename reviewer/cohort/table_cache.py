@@ -224,19 +224,22 @@ def _publish(assignment_id: int) -> None:
     current_app.send_task(STORE_TASK, args=[assignment_id], countdown=STORE_DELAY, retry=False)
 
 
-def store_later(assignment_ids: Iterable[int]) -> None:
-    """Queue a worker to store these tables, once per STORE_DELAY per assignment; a broker
-    that is down or slow costs the request at most ENQUEUE_TIMEOUT_SECONDS, and the sweep
-    stores the table later."""
+def _publish_all(assignment_ids: list[int]) -> None:
     for assignment_id in assignment_ids:
-        if not cache.add(f"cr:table-store:{assignment_id}", 1, STORE_DELAY):
-            continue  # queued already: that store reads this change too
-        future = _publisher.submit(_publish, assignment_id)
         try:
-            future.result(timeout=settings.ENQUEUE_TIMEOUT_SECONDS)
-        except Exception as exc:  # the sweep stores it later
-            log.warning("table store of assignment %s not queued: %s", assignment_id, exc)
-            cache.delete(f"cr:table-store:{assignment_id}")
+            _publish(assignment_id)
+        except Exception as exc:  # the broker is down: beat's sweep stores them later
+            log.warning("table stores of assignments %s not queued: %s", assignment_ids, exc)
+            return
+
+
+def store_later(assignment_ids: Iterable[int]) -> None:
+    """Queue a worker to store these tables, once per STORE_DELAY per assignment. Published
+    from a thread of its own: a broker that is down or hangs never holds the change's
+    request (beat's sweep stores what was not queued)."""
+    due = [a for a in assignment_ids if cache.add(f"cr:table-store:{a}", 1, STORE_DELAY)]
+    if due:  # the others are queued already: those stores read this change too
+        _publisher.submit(_publish_all, due)
 
 
 # ------------------------------------------------------------------ invalidation
@@ -290,6 +293,17 @@ def _on_everything(**_: Any) -> None:
     bump()
 
 
+def _on_candidate(instance: Candidate, created: bool = False, **_: Any) -> None:
+    """A candidate shows by name in the tables of the assignments it handed in to; a new
+    one is in none yet (its submission's save moves its own). One with hand-ins cannot be
+    deleted (they protect it); one without shows in no table."""
+    if created:
+        return
+    ids = Submission.objects.filter(candidate=instance).values_list("assignment_id", flat=True)
+    for assignment_id in sorted(set(ids)):
+        bump(assignment_id)
+
+
 def _on_user(update_fields: frozenset[str] | None = None, **kwargs: Any) -> None:
     """A user shows in the tables by name only: a save of other fields (each login writes
     `last_login`) changes no table."""
@@ -306,13 +320,13 @@ def connect() -> None:
         (Review, _on_submission_row),
         (Note, _on_submission_row),
         (Score, _on_score),
-        (Candidate, _on_everything),
         (RubricTemplate, _on_everything),
         (RubricRow, _on_everything),
     ):
         name = model.__name__
         post_save.connect(handler, sender=model, dispatch_uid=f"cr-table-save-{name}")
         post_delete.connect(handler, sender=model, dispatch_uid=f"cr-table-delete-{name}")
+    post_save.connect(_on_candidate, sender=Candidate, dispatch_uid="cr-table-save-Candidate")
     user = get_user_model()
     post_save.connect(_on_user, sender=user, dispatch_uid=f"cr-table-save-{user.__name__}")
     post_delete.connect(

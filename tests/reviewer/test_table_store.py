@@ -235,16 +235,25 @@ def test_a_get_writes_nothing(client, assignment, cohort) -> None:
         assert writes == []
 
 
+class _Inline:
+    """The publisher's thread, run in line, so a test sees what it sent."""
+
+    def submit(self, fn, *args):
+        fn(*args)
+
+
 def test_a_change_queues_one_store_once_it_commits(
     assignment, cohort, reviewer, django_capture_on_commit_callbacks
 ) -> None:
     cache.delete(f"cr:table-store:{assignment.pk}")
     with (
+        mock.patch.object(table_cache, "_publisher", _Inline()),
         mock.patch.object(table_cache, "_publish") as publish,
         django_capture_on_commit_callbacks(execute=True),
     ):
         _score(cohort, reviewer)
         _score_deleted(cohort, reviewer)
+        publish.assert_not_called()  # not before the commit
     # A burst of changes, one store (it reads them all), after the commit.
     publish.assert_called_once_with(assignment.pk)
 
@@ -254,13 +263,65 @@ def test_a_change_with_the_broker_down_still_saves(
 ) -> None:
     cache.delete(f"cr:table-store:{assignment.pk}")
     with (
+        mock.patch.object(table_cache, "_publisher", _Inline()),
         mock.patch.object(table_cache, "_publish", side_effect=ConnectionError("down")),
         django_capture_on_commit_callbacks(execute=True),
     ):
-        _score(cohort, reviewer)
+        _score(cohort, reviewer)  # logged, not raised: beat's sweep stores it
     assert Score.objects.filter(value=0).exists()
-    # Not marked as queued: the next change tries again (and beat's sweep stores it).
-    assert cache.get(f"cr:table-store:{assignment.pk}") is None
+
+
+def test_a_broker_that_hangs_never_holds_the_change(
+    assignment, cohort, reviewer, django_capture_on_commit_callbacks
+) -> None:
+    import threading
+    import time
+
+    cache.delete(f"cr:table-store:{assignment.pk}")
+    release = threading.Event()
+    sent = []
+
+    def hang(assignment_id: int) -> None:
+        sent.append(assignment_id)
+        release.wait(10)
+
+    try:
+        with mock.patch.object(table_cache, "_publish", side_effect=hang):
+            started = time.monotonic()
+            with django_capture_on_commit_callbacks(execute=True):
+                _score(cohort, reviewer)
+            assert time.monotonic() - started < 2  # the publish hangs 10 s, elsewhere
+            deadline = time.monotonic() + 5
+            while not sent and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert sent == [assignment.pk]
+    finally:
+        release.set()
+
+
+def test_a_candidate_moves_only_the_tables_it_shows_in(assignment, cohort) -> None:
+    """Each upload's new candidate used to move every assignment's table (each then stored
+    again by a worker); it is in none until its hand-in is saved."""
+    from submissions.assignments import assignment_apply, assignment_values
+    from submissions.models import Candidate
+
+    other = assignment_apply(
+        values=assignment_values({"slug": "other", "title": "Other", "replay_command": ""})
+    )[0]
+
+    def generations() -> tuple[int, int]:
+        values = TableGeneration.objects.in_bulk([assignment.pk, other.pk])
+        return values[assignment.pk].value, values[other.pk].value
+
+    before = generations()
+    newcomer = Candidate.objects.create(name="Not handed in yet")
+    newcomer.delete()  # never handed in: in no table either
+    assert generations() == before
+    renamed = cohort[0].candidate
+    renamed.name = "Renamed"
+    renamed.save()
+    after = generations()
+    assert after[0] > before[0] and after[1] == before[1]  # only where it handed in
 
 
 def test_the_task_stores_the_table(assignment, cohort) -> None:
