@@ -38,6 +38,10 @@ class ReviewerConfig(AppConfig):
         # fork while another thread holds an import lock can hang the child.
         if serves_web():
             agreement.warm()
+            # Templates parsed and the URLs loaded now, not by the first request (ops/warmup.py).
+            from reviewer.ops.warmup import warm_up
+
+            warm_up()
             # And every view module (the URLconf imports them all: git, HTTP, Markdown
             # libraries), which the first request of any page otherwise pays, ~1 s.
             from django.urls import get_resolver

@@ -372,6 +372,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "submissions.tasks.reconcile",
         "schedule": float(JOB_RECONCILE_SECONDS),
     },
+    # Comparison tables a change did not get stored (the broker was down) or a deploy's new
+    # code left unread (reviewer/cohort/table_cache.py).
+    "store-comparison-tables": {
+        "task": "reviewer.tasks.store_comparison_tables",
+        "schedule": 600.0,
+    },
     # Reference hand-ins whose period has passed get a live spot check (issue 29).
     "spot-check-references": {
         "task": "submissions.tasks.spot_check_references",

@@ -135,9 +135,13 @@ _WRITE_NO_CHECKS = frozenset({Job.Kind.RERECORD, Job.Kind.REFCHECK, Job.Kind.SEL
 
 
 def evidence_context(
-    submission: Submission, jobs: list[Job], pages: Mapping[str, str] | None
+    submission: Submission,
+    jobs: list[Job],
+    pages: Mapping[str, str] | None,
+    checks: list[CheckResult] | None = None,
 ) -> dict[str, object]:
-    """What the jobs found: checks, recordings, turns, trace rows, findings, logs."""
+    """What the jobs found: checks, recordings, turns, trace rows, findings, logs. `checks`,
+    the submission's checks when the caller read them already, saves their query."""
     paged = pages is not None
     size = PAGE_SIZE if paged else _LIST_CAP
     pages = pages or {}
@@ -153,7 +157,8 @@ def evidence_context(
     findings = _page(submission.findings.all(), size, pages.get("findings")) if paged else None
     found = findings.object_list if findings is not None else list(submission.findings.all()[:200])
     checks = sorted(
-        submission.checks.all(), key=lambda c: (_CHECK_ORDER.get(c.status, 9), c.check_id)
+        submission.checks.all() if checks is None else checks,
+        key=lambda c: (_CHECK_ORDER.get(c.status, 9), c.check_id),
     )
     cutoff = submission.created - timedelta(days=submission.assignment.stale_after_days)
     probe_check = next((c for c in checks if c.check_id == IDEMPOTENCY_ENFORCED), None)

@@ -271,7 +271,7 @@ TIERS: dict[str, list[tuple[str, ...]]] = {
         # entry points: URLs and views, commands, tags, admin, app wiring
         ("reviewer.urls", "reviewer.views", "reviewer.management", "reviewer.templatetags",
          "reviewer.admin", "reviewer.apps", "reviewer.wsgi", "reviewer.asgi",
-         "reviewer.context", "reviewer.middleware"),
+         "reviewer.context", "reviewer.middleware", "reviewer.tasks"),
         ("reviewer.ops",),  # the demo cohort, queue health
         ("reviewer.cohort",),  # the hiring lead's view
         ("reviewer.review",),  # one reviewer's desk

@@ -307,12 +307,16 @@ class ReviewView:
     contradictions: dict[int, Contradiction] = field(default_factory=dict)
 
 
-def reviews_visible_to(user: Any, submission: Submission) -> list[ReviewView]:
-    """Blind scoring: others' reviews show only to hiring leads or after submitting one's own."""
+def reviews_visible_to(
+    user: Any, submission: Submission, checks: list[CheckResult] | None = None
+) -> list[ReviewView]:
+    """Blind scoring: others' reviews show only to hiring leads or after submitting one's own.
+    `checks`, the submission's checks when the caller read them already, saves a query."""
     reviews = list(
         Review.objects.filter(submission=submission)
         .select_related("reviewer", "rubric")
-        .prefetch_related("scores__row", "rubric__rows")
+        # Scores keyed by their row's id: the rubric's rows, read once, are the rows.
+        .prefetch_related("scores", "rubric__rows")
     )
     own = next((r for r in reviews if r.reviewer_id == getattr(user, "pk", None)), None)
     see_all = blind_lifted(
@@ -328,12 +332,15 @@ def reviews_visible_to(user: Any, submission: Submission) -> list[ReviewView]:
         if n.row_id is not None
     }
     shown = [r for r in reviews if r is own or see_all]
-    # One query for the page's checks, read only when a review is shown.
-    statuses = (
-        dict(CheckResult.objects.filter(submission=submission).values_list("check_id", "status"))
-        if shown
-        else {}
-    )
+    # One query for the page's checks, read only when a review is shown (none when given).
+    if not shown:
+        statuses: dict[str, str] = {}
+    elif checks is not None:
+        statuses = {c.check_id: c.status for c in checks}
+    else:
+        statuses = dict(
+            CheckResult.objects.filter(submission=submission).values_list("check_id", "status")
+        )
     not_applying = checks_not_applying(submission.assignment) if shown else frozenset()
     out = []
     for review in shown:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import secrets
 from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import prefetch_related_objects
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -81,6 +83,8 @@ def _rubric_context(
     rows = []
     tab = secrets.token_hex(8)  # this page load: its quick successive saves are one intent
     not_applying = checks_not_applying(submission.assignment)
+    # Read once for the rows here and the rubric's total weight the page shows.
+    prefetch_related_objects([review.rubric], "rows")
     for row in review.rubric.rows.all():
         context = _row_context(
             row, scores.get(row.pk), statuses, notes.get(row.pk, ""), tab, not_applying
@@ -99,7 +103,7 @@ def _rubric_context(
         "submit_refused": refused and bool(unscored),
         "recommendation_refused": refused and not unscored and not review.recommendation,
         "recommendation_choices": Review.Recommendation.choices,
-        "visible_reviews": reviews_visible_to(request.user, submission),
+        "visible_reviews": reviews_visible_to(request.user, submission, all_checks),
         "history": events_visible_to(request.user, submission),
         "check_statuses": statuses,
     }
@@ -220,8 +224,8 @@ def _sections(request: HttpRequest, submission: Submission, context: dict) -> li
     """What the jobs change on the page (evidence, rubric, verdict), into `context`; the
     submission's checks, read once for all three."""
     context["pin_notes"] = visible_pins(request.user, submission)
-    context["evidence"] = evidence_html(request, context)
     checks = list(submission.checks.all())
+    context["evidence"] = evidence_html(request, context, checks)
     context.update(_rubric_context(request, submission, checks))
     context["verdict"] = _verdict(submission, checks, context)
     return checks
@@ -466,7 +470,9 @@ def request_pins(request: HttpRequest, submission: Submission, context: dict) ->
     return pins if pins is not None else visible_pins(request.user, submission)
 
 
-def evidence_html(request: HttpRequest, context: dict[str, Any]) -> dict[str, str]:
+def evidence_html(
+    request: HttpRequest, context: dict[str, Any], checks: list | None = None
+) -> dict[str, str]:
     """The page's evidence sections as HTML, cached while no job of the submission runs.
 
     Only jobs write what these sections show (checks, recordings, turns, trace rows,
@@ -480,7 +486,10 @@ def evidence_html(request: HttpRequest, context: dict[str, Any]) -> dict[str, st
     cohort = cohort_others(request.user, submission)
 
     def build() -> dict[str, str]:
-        shown = evidence_context(submission, jobs, request.GET)
+        # The page's checks when read already (copies: their evidence is rewritten for the
+        # template, and the verdict and rubric read the originals).
+        own = None if checks is None else [copy.copy(c) for c in checks]
+        shown = evidence_context(submission, jobs, request.GET, own)
         for check in shown["checks"]:  # type: ignore[attr-defined]  # the selector's list
             check.evidence = [_Item(e) if isinstance(e, dict) else e for e in check.evidence]
         full = {

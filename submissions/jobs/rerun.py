@@ -57,7 +57,7 @@ def submission_rerun(*, submission: Submission, what: str = "all") -> Job:
             )
         if (why := _why_not(submission, kind)) is not None:
             raise RerunRefused(why)
-        Submission.objects.filter(pk=submission.pk).update(
-            status=Submission.Status.PROCESSING, status_reason=""
-        )
+        # Saved, not updated: the comparison table shows the status (its signal moves it).
+        submission.status, submission.status_reason = Submission.Status.PROCESSING, ""
+        submission.save(update_fields=["status", "status_reason"])
         return job_create(submission=submission, kind=kind, params={"rerun": True})

@@ -83,4 +83,7 @@ def submission_settle(*, submission_id: int) -> None:
         status, reason = Submission.Status.ERROR, intake_failed[0] or "intake did not pass"
     else:
         status, reason = Submission.Status.READY, ""
-    Submission.objects.filter(pk=submission_id).update(status=status, status_reason=reason)
+    # Saved, not updated: the status shows in the comparison table, whose copies the save's
+    # signal moves on (reviewer/cohort/table_cache.py).
+    submission.status, submission.status_reason = status, reason
+    submission.save(update_fields=["status", "status_reason"])

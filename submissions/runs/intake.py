@@ -27,9 +27,10 @@ def intake_run(job: Job, progress: Progress) -> Outcome:
             files += 1
             total += path.stat().st_size
     progress.log(f"unpacked {files} files, {total} bytes ({submission.archive_format})")
-    Submission.objects.filter(pk=submission.pk).update(
-        file_count=files, unpacked_bytes=total, status=Submission.Status.PROCESSING
-    )
+    # Saved, not updated: the comparison table shows the status (its signal moves it).
+    submission.file_count, submission.unpacked_bytes = files, total
+    submission.status = Submission.Status.PROCESSING
+    submission.save(update_fields=["file_count", "unpacked_bytes", "status"])
     # A redelivered intake must not queue a second analysis.
     if not submission.jobs.filter(kind=Job.Kind.ANALYSIS).exists():
         job_create(submission=submission, kind=Job.Kind.ANALYSIS)

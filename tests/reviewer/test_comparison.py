@@ -431,7 +431,7 @@ def test_the_cached_table_changes_with_every_score_check_and_name(
     client.force_login(lead)
     url = reverse("comparison", args=[assignment.slug])
     first = client.get(url).content.decode()
-    with mock.patch("reviewer.views.comparison.cohort_for") as rows:
+    with mock.patch("reviewer.cohort.table_cache.cohort_for") as rows:
         again = client.get(url).content.decode()
         rows.assert_not_called()  # served from the cache,
     assert again.split("<main")[1] == first.split("<main")[1]  # the same table
