@@ -434,7 +434,7 @@ def _by_fields(cls: type) -> Callable[[Any], tuple[type, tuple[Any, ...]]]:
 
 
 # The classes a result is made of, many of each per file.
-_DISPATCH = {
+_DISPATCH: dict[type, Callable[[Any], Any]] = {
     cls: _by_fields(cls)
     for cls in (
         Examined,
@@ -457,7 +457,7 @@ _DISPATCH = {
 def _dumps(value: Any) -> bytes:
     buffer = io.BytesIO()
     pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.dispatch_table = _DISPATCH  # type: ignore[assignment]
+    pickler.dispatch_table = _DISPATCH
     pickler.dump(value)
     return buffer.getvalue()
 
