@@ -9,6 +9,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Callable, Collection
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path, PurePosixPath
 from typing import TypedDict
 
@@ -40,7 +41,7 @@ from submissions.intake.trees import submission_tree
 from submissions.jobs.types import JobError, Outcome, Progress
 from submissions.models import CheckResult, Job, Recording, Submission
 from submissions.runfiles import run_files_keep
-from submissions.sandbox.slots import Slot, sandbox_slot
+from submissions.sandbox.slots import Slot, parallel_runs, sandbox_slot, spare_slots
 from submissions.sandbox.types import SandboxUnavailable
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ def _run(
     watch: list[str],
     subdir: str = "",
     remove: str | None = None,
+    cancel_fd: int | None = None,
 ) -> Run:
     """Copy the tree into a fresh workspace, run the command there, read the outputs back.
 
@@ -125,6 +127,7 @@ def _run(
             env=env,
             audit_watch=[f"{subdir}/{w}".strip("/") if subdir else w for w in watch],
             cwd_in_sandbox=cwd,
+            cancel_fd=cancel_fd,
         )
         after = _stamps(workspace, subdir, outputs, slot.uid)
         untouched = {rel for rel in outputs if after[rel] is not None and after[rel] == before[rel]}
@@ -232,15 +235,114 @@ def replay_run(job: Job, progress: Progress) -> Outcome:
 class _Shared(TypedDict):
     """What every run of one replay shares (keywords of `_run`)."""
 
-    slot: Slot
     outputs: list[str]
     watch: list[str]
+
+
+def _conclusive(probe: Run) -> bool:
+    """A probe that tells something: the suite failed, or reached for the network."""
+    return probe.result.exit_code != 0 or bool(network_attempts(probe.result.audit_events))
+
+
+def _maybe_wanted(i: int, done: dict[int, Run]) -> bool:
+    """Whether probe i of the tries may still be wanted, with what is known so far.
+
+    One after another, probe i runs unless REPLAY_MISSING_PROBES earlier ones were
+    conclusive; an earlier probe not yet ended may still turn out inconclusive."""
+    conclusive = sum(1 for j in range(i) if j in done and _conclusive(done[j]))
+    return conclusive < settings.REPLAY_MISSING_PROBES
+
+
+def _run2_and_probes(
+    tree: Path, command: str, common: _Shared, slots: list[Slot], tries: list[str]
+) -> tuple[Run, list[Run]]:
+    """Run 2 and the missing-recording probes, up to one per slot at once.
+
+    The result is the sequential order's: run 2, and the probes of `tries` in order until
+    REPLAY_MISSING_PROBES were conclusive. A later probe starts on a free slot before an
+    earlier one has ended (it may be needed) and is cancelled (killed, its result dropped)
+    once it is known not to be: each probe sees only its own fresh copy, so running beside
+    another changes nothing it shows. Run 1 has ended before any of these starts, so run 2
+    still runs after it, as the byte-identical check expects of a second run.
+    """
+    free = list(slots)
+    done: dict[int, Run] = {}
+    run2: list[Run] = []
+    pipes: dict[int | str, tuple[int, int]] = {}  # each run's cancel pipe (read, write)
+    cancelled: set[int | str] = set()
+    running: dict[Future[Run], tuple[int | str, Slot]] = {}
+
+    def cancel(key: int | str) -> None:
+        if key not in cancelled:
+            cancelled.add(key)
+            os.write(pipes[key][1], b"x")
+
+    with ThreadPoolExecutor(max_workers=len(slots), thread_name_prefix="replay-run") as pool:
+
+        def start(key: int | str) -> None:
+            slot = free.pop(0)
+            pipes[key] = os.pipe()
+            if key == "run 2":
+                label, env, extra = "run 2", RUN2_ENV, {"subdir": RUN2_SUBDIR}
+            else:
+                label, env, extra = "probe", RUN1_ENV, {"remove": tries[int(key)]}
+            future = pool.submit(
+                _run,
+                label,
+                tree,
+                command,
+                env=env,
+                slot=slot,
+                cancel_fd=pipes[key][0],
+                **common,
+                **extra,
+            )
+            running[future] = (key, slot)
+
+        try:
+            start("run 2")
+            following = 0  # the next probe to start
+            while True:
+                while free and following < len(tries) and _maybe_wanted(following, done):
+                    start(following)
+                    following += 1
+                if not running:
+                    break
+                ended, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in ended:
+                    key, slot = running.pop(future)
+                    free.append(slot)
+                    run = future.result()
+                    if key == "run 2":
+                        run2.append(run)
+                    elif key not in cancelled:
+                        done[int(key)] = run
+                for key, _ in list(running.values()):
+                    if key != "run 2" and not _maybe_wanted(int(key), done):
+                        cancel(key)
+        except BaseException:
+            for key in pipes:
+                cancel(key)
+            raise
+        finally:
+            # Every run has ended once the pool is left: then its pipe can go.
+            pool.shutdown(wait=True)
+            for r, w in pipes.values():
+                os.close(r)
+                os.close(w)
+    probes = []
+    for i in range(len(tries)):
+        if not _maybe_wanted(i, done):
+            break
+        probes.append(done[i])
+    return run2[0], probes
 
 
 def _replay(
     submission: Submission, tree: Path, command: str, slot: Slot, progress: Progress
 ) -> tuple[list[CheckOutcome], Run, Run]:
-    """Run 1, run 2 and the probes in this slot; the replay checks judged from them."""
+    """Run 1, then run 2 and the probes (at once when slots and cores allow); the replay
+    checks judged from them."""
     assignment = submission.assignment
     outputs = list(assignment.graded_outputs)
     watch = recording_dirs(list(assignment.recording_globs))
@@ -253,34 +355,31 @@ def _replay(
     # run-twice keeps the model id in a separate run log: read back, never compared.
     run_log = [RUN_LOG] if assignment.shape == "run-twice" else []
     reads = outputs + [p for p in run_log if p not in outputs]
-    common: _Shared = {"slot": slot, "outputs": reads, "watch": watch}
+    common: _Shared = {"outputs": reads, "watch": watch}
     progress.step("run 1", 15)
-    run1 = _run("run 1", tree, command, env=RUN1_ENV, **common)
+    run1 = _run("run 1", tree, command, env=RUN1_ENV, slot=slot, **common)
     progress.log(f"run 1: exit {run1.result.exit_code} in {run1.result.duration_s:.1f} s")
     progress.log(run1.tail())
-    progress.step("run 2", 40)
-    run2 = _run("run 2", tree, command, env=RUN2_ENV, subdir=RUN2_SUBDIR, **common)
-    progress.log(f"run 2: exit {run2.result.exit_code} in {run2.result.duration_s:.1f} s")
-    progress.step("compare", 65)
     recordings_check, used = replay_recordings_used(run1, sorted(recordings))
-    Recording.objects.filter(submission=submission, role="recording").update(used=False)
-    Recording.objects.filter(submission=submission, path__in=used).update(used=True)
-    probes = []
     # A loader that opens every file makes "read" a weak signal: a silent pass after
     # removing a file it never needed proves nothing, so such probes try the next one.
     candidates = choose_probes(used, len(used), preferred=probe_preferred(rows))
     if suite_blocker(run1) is not None:
         candidates = []  # nothing to learn from removing a file from a failing suite
-    conclusive = 0
-    for i, removed in enumerate(candidates[: settings.REPLAY_MISSING_PROBE_TRIES]):
-        if conclusive >= settings.REPLAY_MISSING_PROBES:
-            break
-        progress.step(f"probe {i + 1}", 75 + i)
-        probe = _run("probe", tree, command, env=RUN1_ENV, remove=removed, **common)
+    tries = candidates[: settings.REPLAY_MISSING_PROBE_TRIES]
+    if not settings.REPLAY_MISSING_PROBES:
+        tries = []
+    progress.step("run 2" + (" and probes" if tries else ""), 40)
+    with spare_slots(slot, parallel_runs() - 1 if tries else 0) as spares:
+        run2, probe_runs = _run2_and_probes(tree, command, common, [slot, *spares], tries)
+    progress.log(f"run 2: exit {run2.result.exit_code} in {run2.result.duration_s:.1f} s")
+    progress.step("compare", 65)
+    Recording.objects.filter(submission=submission, role="recording").update(used=False)
+    Recording.objects.filter(submission=submission, path__in=used).update(used=True)
+    probes = []
+    for removed, probe in zip(tries, probe_runs, strict=False):
         progress.log(f"probe without {removed}: exit {probe.result.exit_code}")
         probes.append((removed, recordings.get(removed) or None, probe))
-        if probe.result.exit_code != 0 or network_attempts(probe.result.audit_events):
-            conclusive += 1
     outcomes = [
         replay_offline_pass(run1),
         replay_byte_identical(run1, run2, outputs),

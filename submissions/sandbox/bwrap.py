@@ -233,11 +233,14 @@ def run(
     uid_base: int = SANDBOX_UID_BASE,
     site: Path | None = None,
     binds: Sequence[Bind] = (),
+    cancel_fd: int | None = None,
 ) -> RunResult:
     """Run command in the sandbox, workspace at /work; raise SandboxUnavailable if it cannot start.
 
     `site` is a host folder of installed packages, mounted read-only at SITE_MOUNT and put
     first on sys.path and PATH (after the hooks); `binds` are further folders mounted in.
+    Once `cancel_fd` (a pipe's read end) is readable, the run is killed: its result says
+    killed_reason "cancelled" (the caller no longer needs it).
     Never falls back to running unsandboxed unless allow_unsandboxed=True (the loudly
     named SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED setting); the result then says sandboxed=False.
     """
@@ -251,7 +254,16 @@ def run(
     if not problems:
         with slot_lock(uid):
             return _run_sandboxed(
-                argv, Path(workspace), limits, uid, runtime, sandbox_env, cwd, bwrap, mounts
+                argv,
+                Path(workspace),
+                limits,
+                uid,
+                runtime,
+                sandbox_env,
+                cwd,
+                bwrap,
+                mounts,
+                cancel_fd,
             )
     cause = "; ".join(problems)
     if not allow_unsandboxed:
@@ -261,7 +273,9 @@ def run(
         raise SandboxUnavailable(f"{cause} (a hand-in's dependencies install only in the sandbox)")
     # Only when the host lacks the sandbox; a run that failed to start is never retried bare.
     log.warning("SANDBOX UNAVAILABLE (%s): RUNNING CANDIDATE CODE UNSANDBOXED (dev setting)", cause)
-    return _run_unsandboxed(argv, Path(workspace), limits, runtime, sandbox_env, cwd, cause)
+    return _run_unsandboxed(
+        argv, Path(workspace), limits, runtime, sandbox_env, cwd, cause, cancel_fd
+    )
 
 
 def _run_sandboxed(
@@ -274,6 +288,7 @@ def _run_sandboxed(
     cwd: str,
     bwrap: str,
     binds: Sequence[Bind] = (),
+    cancel_fd: int | None = None,
 ) -> RunResult:
     """Run argv under setpriv + prlimit + bwrap and collect the outcome."""
     gid = gid_of(uid)
@@ -328,7 +343,9 @@ def _run_sandboxed(
         for fd in (status_w, *data_fds.values()):
             os.close(fd)
             fds.remove(fd)
-        out, err, status_raw, killed, returncode = supervise(proc, limits, started, status_r)
+        out, err, status_raw, killed, returncode = supervise(
+            proc, limits, started, status_r, cancel_fd
+        )
         duration = time.monotonic() - started
         post_swept = sweep_uid(uid)
         audit_events = _read_audit(audit_dir, uid)
@@ -439,6 +456,7 @@ def _run_unsandboxed(
     sandbox_env: dict[str, str],
     cwd: str,
     cause: str,
+    cancel_fd: int | None = None,
 ) -> RunResult:
     """DEV ONLY: run without bwrap or uid drop (wall clock, rlimits when prlimit exists, caps)."""
     with tempfile.TemporaryDirectory(prefix="cr-unsandboxed-") as tmp:
@@ -478,7 +496,7 @@ def _run_unsandboxed(
             env=env,
             start_new_session=True,
         )
-        out, err, _, killed, returncode = supervise(proc, limits, started, None)
+        out, err, _, killed, returncode = supervise(proc, limits, started, None, cancel_fd)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)  # best effort: a setsid'd daemon escapes this
         duration = time.monotonic() - started

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -487,6 +488,22 @@ def test_output_a_little_over_the_cap_keeps_head_and_tail(sbx: Runner) -> None:
     assert res.stdout.startswith(b"START\n") and res.stdout.endswith(b"\nEND\n")
     assert f"[… output truncated at {cap} bytes …]".encode() in res.stdout
     assert not res.stderr_truncated
+
+
+def test_a_cancelled_run_is_killed_at_once_with_its_group(sbx: Runner) -> None:
+    """A run its caller no longer needs (a probe made moot) is killed as soon as the cancel
+    pipe is written, children included; the sbx fixture checks nothing of the uid is left."""
+    r, w = os.pipe()
+    try:
+        timer = threading.Timer(0.5, os.write, (w, b"x"))
+        timer.start()
+        res = sbx("sleep 1000 & python3 -c 'import time; time.sleep(10**6)'", cancel_fd=r)
+        timer.join()
+    finally:
+        os.close(r)
+        os.close(w)
+    assert res.killed_reason == "cancelled" and res.exit_code is None and not res.timed_out
+    assert res.duration_s < 5
 
 
 def test_sleeping_forever_is_ended_by_the_wall_clock(sbx: Runner) -> None:
