@@ -69,31 +69,6 @@ def recording_dirs(globs: list[str]) -> list[str]:
     return sorted(dirs)
 
 
-def _stamps(workspace: Path, base: str, paths: list[str], uid: int) -> dict[str, str | None]:
-    """Each graded output's stamp (identity and change time), None when it is not a file."""
-    return {
-        rel: sandbox.output_file_stamp(workspace, f"{base}/{rel}" if base else rel, uid)
-        for rel in paths
-    }
-
-
-def _read_outputs(
-    workspace: Path, base: str, paths: list[str], uid: int
-) -> dict[str, bytes | None]:
-    """Graded outputs read back as the sandbox uid, never following a planted link."""
-    out: dict[str, bytes | None] = {}
-    for rel in paths:
-        full = f"{base}/{rel}" if base else rel
-        try:
-            out[rel] = sandbox.read_output_file(
-                workspace, full, settings.REPLAY_OUTPUT_MAX_BYTES, uid
-            )
-        except (OSError, sandbox.OutputFileRefused) as exc:
-            log.info("output %s unreadable: %s", rel, exc)
-            out[rel] = None
-    return out
-
-
 def _run(
     label: str,
     tree: Path,
@@ -119,7 +94,9 @@ def _run(
         # Before any candidate code runs the copy holds no planted links: plain unlink.
         if remove:
             (workspace / subdir / remove).unlink()
-        before = _stamps(workspace, subdir, outputs, slot.uid)
+        # Where each graded output sits in the workspace (run 2's one folder down).
+        full = {rel: f"{subdir}/{rel}" if subdir else rel for rel in outputs}
+        before = sandbox.fresh_file_stamps(workspace, list(full.values()))
         cwd = f"{sandbox.WORK_MOUNT}/{subdir}" if subdir else sandbox.WORK_MOUNT
         result = slot.run(
             command,
@@ -129,11 +106,23 @@ def _run(
             cwd_in_sandbox=cwd,
             cancel_fd=cancel_fd,
         )
-        after = _stamps(workspace, subdir, outputs, slot.uid)
-        untouched = {rel for rel in outputs if after[rel] is not None and after[rel] == before[rel]}
-        written = [rel for rel in outputs if rel not in untouched]
-        read = _read_outputs(workspace, subdir, written, slot.uid)
-        return Run(label, result, {rel: read.get(rel) for rel in outputs}, untouched)
+        # One child as the sandbox uid: each output's stamp, and what the run wrote.
+        back = sandbox.outputs_read_back(
+            workspace, list(full.values()), before, settings.REPLAY_OUTPUT_MAX_BYTES, slot.uid
+        )
+        untouched = set()
+        read: dict[str, bytes | None] = {}
+        for rel in outputs:
+            stamp, content = back[full[rel]]
+            if stamp is not None and stamp == before[full[rel]]:
+                untouched.add(rel)
+                read[rel] = None
+            elif isinstance(content, OSError):
+                log.info("output %s unreadable: %s", rel, content)
+                read[rel] = None
+            else:
+                read[rel] = content
+        return Run(label, result, read, untouched)
 
 
 def _nest(workspace: Path, subdir: str, uid: int) -> None:

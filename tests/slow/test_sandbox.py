@@ -600,6 +600,51 @@ def test_a_slot_serves_one_run_at_a_time(sbx: Runner) -> None:
 # --------------------------------------------------------------------------- reading results back
 
 
+def test_outputs_read_back_in_one_child_as_read_output_file_would(
+    sbx: Runner, ws: Path, area: Path
+) -> None:
+    """The stamps and reads of a run's outputs, taken in one child as the uid, say what
+    output_file_stamp and read_output_file say one path at a time: links, FIFOs, 0000 and
+    oversized files refused, an output the run left alone not read."""
+    (ws / "kept.json").write_text("committed")  # the run never touches it
+    os.chown(ws / "kept.json", UID, sandbox.gid_of(UID))
+    (ws / "rewritten.json").write_text("old")
+    os.chown(ws / "rewritten.json", UID, sandbox.gid_of(UID))
+    paths = [
+        "kept.json", "rewritten.json", "out/ok.json", "out/link.json", "out/pipe.json",
+        "out/big.json", "out/locked.json", "out/missing.json", "out/etc/passwd",
+    ]  # fmt: skip
+    before = sandbox.fresh_file_stamps(ws, paths)
+    assert before == {p: sandbox.output_file_stamp(ws, p, UID) for p in paths}
+    assert before["kept.json"] is not None and before["out/ok.json"] is None
+    res = sbx(
+        "mkdir out && echo new > rewritten.json && echo '{\"ok\": 1}' > out/ok.json"
+        " && ln -s /etc/shadow out/link.json && ln -s /etc out/etc && mkfifo out/pipe.json"
+        " && head -c 5000 /dev/zero > out/big.json && echo x > out/locked.json"
+        " && chmod 000 out/locked.json"
+    )
+    assert res.exit_code == 0, res.stderr
+    back = sandbox.outputs_read_back(ws, paths, before, 4096, UID)
+    for rel in paths:
+        stamp, content = back[rel]
+        assert stamp == sandbox.output_file_stamp(ws, rel, UID), rel
+        if rel == "kept.json":
+            assert stamp == before[rel] and content is None
+            continue
+        try:
+            expected: bytes | type[OSError] = read_output_file(ws, rel, 4096, UID)
+        except OSError as exc:
+            expected = type(exc)
+        if isinstance(expected, bytes):
+            assert content == expected, rel
+        else:
+            assert type(content) is expected, rel
+    assert back["rewritten.json"][1] == b"new\n" and back["out/ok.json"][1] == b'{"ok": 1}\n'
+    assert isinstance(back["out/locked.json"][1], OutputFileRefused)
+    assert "permission denied" in str(back["out/locked.json"][1])  # read as the uid
+    assert isinstance(back["out/missing.json"][1], FileNotFoundError)
+
+
 def test_read_output_file_refuses_links_fifos_and_reads_as_the_uid(
     sbx: Runner, ws: Path, area: Path
 ) -> None:
