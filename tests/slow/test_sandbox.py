@@ -703,6 +703,18 @@ def test_audit_hook_records_connect_open_and_spawn_with_caller(sbx: Runner) -> N
     assert by_event["subprocess.Popen"][0]["argv"] == ["true", "a", "b", "c"]
 
 
+def test_the_audit_hook_is_loaded_from_its_checked_bytecode(sbx: Runner) -> None:
+    """Every Python process imports the hook: from the bytecode mounted beside it (checked
+    against the source), not compiled anew each time; and it still records."""
+    res = sbx(py("import sitecustomize; print(sitecustomize.__file__)"), audit_watch=["x"])
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.strip() == b"/opt/cr-hooks/sitecustomize.py"
+    res = sbx(["python3", "-v", "-c", "open('x/y', 'a')"], audit_watch=["x"])
+    loaded = [line for line in res.stderr.decode().splitlines() if "sitecustomize" in line]
+    assert any("code object from '/opt/cr-hooks/__pycache__/sitecustomize." in s for s in loaded)
+    assert [e["path"] for e in res.audit_events if e["event"] == "open"] == ["x/y"]
+
+
 def test_audit_log_cannot_be_removed_or_replaced_by_the_candidate(sbx: Runner) -> None:
     """The log folder is root-owned: no delete, rename, symlink or FIFO; lines are still recorded."""
     res = sbx(
