@@ -242,6 +242,22 @@ def _maybe_wanted(i: int, done: dict[int, Run]) -> bool:
     return conclusive < settings.REPLAY_MISSING_PROBES
 
 
+def _needed(i: int, done: dict[int, Run]) -> bool:
+    """Whether probe i is wanted for certain: every earlier one has ended, too few conclusive."""
+    return all(j in done for j in range(i)) and _maybe_wanted(i, done)
+
+
+def spare_core() -> bool:
+    """Whether a core is idle at this moment: fewer runnable tasks than cores, this thread
+    aside (/proc/loadavg's instant count, our own runs included)."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as handle:
+            runnable = int(handle.read().split()[3].partition("/")[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    return runnable - 1 < (os.cpu_count() or 1)
+
+
 def _run2_and_probes(
     tree: Path, command: str, common: _Shared, slots: list[Slot], tries: list[str]
 ) -> tuple[Run, list[Run]]:
@@ -249,10 +265,11 @@ def _run2_and_probes(
 
     The result is the sequential order's: run 2, and the probes of `tries` in order until
     REPLAY_MISSING_PROBES were conclusive. A later probe starts on a free slot before an
-    earlier one has ended (it may be needed) and is cancelled (killed, its result dropped)
-    once it is known not to be: each probe sees only its own fresh copy, so running beside
-    another changes nothing it shows. Run 1 has ended before any of these starts, so run 2
-    still runs after it, as the byte-identical check expects of a second run.
+    earlier one has ended (it may be needed) when a core is idle, and is cancelled (killed,
+    its result dropped) once it is known not to be: each probe sees only its own fresh
+    copy, so running beside another changes nothing it shows. Run 1 has ended before any of
+    these starts, so run 2 still runs after it, as the byte-identical check expects of a
+    second run.
     """
     free = list(slots)
     done: dict[int, Run] = {}
@@ -293,6 +310,10 @@ def _run2_and_probes(
             following = 0  # the next probe to start
             while True:
                 while free and following < len(tries) and _maybe_wanted(following, done):
+                    # Ahead of need (an earlier probe still running) only on an idle core: on
+                    # a busy host a run that may be dropped would slow the ones that count.
+                    if not _needed(following, done) and not spare_core():
+                        break
                     start(following)
                     following += 1
                 if not running:

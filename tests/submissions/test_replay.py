@@ -541,10 +541,13 @@ def test_the_missing_recording_summary_is_a_sentence(exit_code, attempt, said) -
 # ------------------------------------------------------------------ run 2 and the probes at once
 
 
-def _fake_runs(monkeypatch, exits: dict[str, int], delays: dict[str, float]) -> list[str]:
+def _fake_runs(
+    monkeypatch, exits: dict[str, int], delays: dict[str, float], idle_core: bool = True
+) -> list[str]:
     """Replace the sandboxed run with one that exits as `exits` says for the recording it
-    removes (run 2 exits 0) after `delays` seconds, or at once when cancelled; return the
-    log of what started and how each ended."""
+    removes (run 2 exits 0) after `delays` seconds, or at once when cancelled; the host has
+    an idle core or not, as `idle_core` says. Return the log of what started and how each
+    ended."""
     import os
     import select
     import threading
@@ -570,9 +573,11 @@ def _fake_runs(monkeypatch, exits: dict[str, int], delays: dict[str, float]) -> 
         return Run(label, result)
 
     monkeypatch.setattr(replay, "_run", fake)
+    monkeypatch.setattr(replay, "spare_core", lambda: idle_core)
     return seen
 
 
+@pytest.mark.parametrize("idle_core", [True, False])
 @pytest.mark.parametrize(
     ("exits", "delays", "slots", "kept"),
     [
@@ -587,14 +592,14 @@ def _fake_runs(monkeypatch, exits: dict[str, int], delays: dict[str, float]) -> 
     ],
 )
 def test_probes_beside_run_2_keep_the_sequential_choice(
-    monkeypatch, settings, exits, delays, slots, kept
+    monkeypatch, settings, exits, delays, slots, kept, idle_core
 ) -> None:
     """However many run at once and whichever ends first, the probes judged are those the
     one-after-another order runs: in order, up to the first conclusive one."""
     from submissions.runs.replay import _run2_and_probes
 
     settings.REPLAY_MISSING_PROBES = 1
-    _fake_runs(monkeypatch, exits, delays)
+    _fake_runs(monkeypatch, exits, delays, idle_core)
     common = {"outputs": [], "watch": []}
     run2, probes = _run2_and_probes(
         mock.sentinel.tree, "cmd", common, list(range(slots)), ["a", "b", "c"]
@@ -632,4 +637,17 @@ def test_with_one_slot_nothing_runs_beside_run_2(monkeypatch, settings) -> None:
     assert seen == [
         "start run 2 slot 7", "end run 2 0", "start a slot 7", "end a 0", "start b slot 7",
         "end b 1",
+    ]  # fmt: skip
+
+
+def test_on_a_busy_host_no_probe_starts_ahead_of_need(monkeypatch, settings) -> None:
+    """No idle core: a probe starts only once every earlier one has ended inconclusive,
+    though a slot is free (a run that may be dropped would slow those that count)."""
+    from submissions.runs.replay import _run2_and_probes
+
+    settings.REPLAY_MISSING_PROBES = 1
+    seen = _fake_runs(monkeypatch, {"a": 1, "b": 0}, {"a": 0.2}, idle_core=False)
+    _run2_and_probes(mock.sentinel.tree, "cmd", {"outputs": [], "watch": []}, [0, 1, 2], ["a", "b"])
+    assert [line for line in seen if line.startswith("start")] == [
+        "start run 2 slot 0", "start a slot 1",
     ]  # fmt: skip
