@@ -5,13 +5,14 @@ The checks it writes (replay.*) are computed in `submissions.checks.replay`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 from collections.abc import Callable, Collection
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path, PurePosixPath
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from django.conf import settings
 
@@ -81,14 +82,19 @@ def _run(
     subdir: str = "",
     remove: str | None = None,
     cancel_fd: int | None = None,
+    workspace: Path | None = None,
 ) -> Run:
     """Copy the tree into a fresh workspace, run the command there, read the outputs back.
 
     A committed copy of a graded output stays where it is (the candidate's own tests may
     compare against it); whether this run wrote it is learnt from its stamp before and
     after. One the run left untouched is not read: it is no output of this run.
+    With `workspace` (a fresh copy from slot.workspace_make) the run uses it and leaves
+    its removal to the caller.
     """
-    with slot.workspace(tree) as workspace:
+    with contextlib.ExitStack() as stack:
+        if workspace is None:
+            workspace = stack.enter_context(slot.workspace(tree))
         if subdir:
             _nest(workspace, subdir, slot.uid)
         # Before any candidate code runs the copy holds no planted links: plain unlink.
@@ -259,7 +265,12 @@ def spare_core() -> bool:
 
 
 def _run2_and_probes(
-    tree: Path, command: str, common: _Shared, slots: list[Slot], tries: list[str]
+    tree: Path,
+    command: str,
+    common: _Shared,
+    slots: list[Slot],
+    tries: list[str],
+    leftover: Path | None = None,
 ) -> tuple[Run, list[Run]]:
     """Run 2 and the missing-recording probes, up to one per slot at once.
 
@@ -269,14 +280,15 @@ def _run2_and_probes(
     its result dropped) once it is known not to be: each probe sees only its own fresh
     copy, so running beside another changes nothing it shows. Run 1 has ended before any of
     these starts, so run 2 still runs after it, as the byte-identical check expects of a
-    second run.
+    second run. `leftover` (run 1's workspace, of the first slot's uid) is removed on that
+    slot first, beside run 2 when another slot is free.
     """
     free = list(slots)
     done: dict[int, Run] = {}
     run2: list[Run] = []
     pipes: dict[int | str, tuple[int, int]] = {}  # each run's cancel pipe (read, write)
     cancelled: set[int | str] = set()
-    running: dict[Future[Run], tuple[int | str, Slot]] = {}
+    running: dict[Future[Any], tuple[int | str, Slot]] = {}  # a Run, or None (a removal)
 
     def cancel(key: int | str) -> None:
         if key not in cancelled:
@@ -288,27 +300,29 @@ def _run2_and_probes(
         def start(key: int | str) -> None:
             slot = free.pop(0)
             pipes[key] = os.pipe()
-            if key == "run 2":
-                label, env, extra = "run 2", RUN2_ENV, {"subdir": RUN2_SUBDIR}
-            else:
-                label, env, extra = "probe", RUN1_ENV, {"remove": tries[int(key)]}
+            second = key == "run 2"
             future = pool.submit(
                 _run,
-                label,
+                "run 2" if second else "probe",
                 tree,
                 command,
-                env=env,
+                env=RUN2_ENV if second else RUN1_ENV,
                 slot=slot,
+                subdir=RUN2_SUBDIR if second else "",
+                remove=None if second else tries[int(key)],
                 cancel_fd=pipes[key][0],
                 **common,
-                **extra,
             )
             running[future] = (key, slot)
 
         try:
-            start("run 2")
+            if leftover is not None:  # the first slot's next run waits for it
+                slot = free.pop(0)
+                running[pool.submit(sandbox.remove_workspace, leftover)] = ("leftover", slot)
             following = 0  # the next probe to start
             while True:
+                if not run2 and "run 2" not in pipes and free:
+                    start("run 2")
                 while free and following < len(tries) and _maybe_wanted(following, done):
                     # Ahead of need (an earlier probe still running) only on an idle core: on
                     # a busy host a run that may be dropped would slow the ones that count.
@@ -323,12 +337,14 @@ def _run2_and_probes(
                     key, slot = running.pop(future)
                     free.append(slot)
                     run = future.result()
+                    if run is None:  # the leftover removed
+                        continue
                     if key == "run 2":
                         run2.append(run)
                     elif key not in cancelled:
                         done[int(key)] = run
                 for key, _ in list(running.values()):
-                    if key != "run 2" and not _maybe_wanted(int(key), done):
+                    if isinstance(key, int) and not _maybe_wanted(key, done):
                         cancel(key)
         except BaseException:
             for key in pipes:
@@ -361,13 +377,34 @@ def _replay(
             "path", "key", "recomputed_key", "sha256"
         )
     )
-    recordings = {path: key for path, key, _, _ in rows}
     # run-twice keeps the model id in a separate run log: read back, never compared.
     run_log = [RUN_LOG] if assignment.shape == "run-twice" else []
     reads = outputs + [p for p in run_log if p not in outputs]
     common: _Shared = {"outputs": reads, "watch": watch}
     progress.step("run 1", 15)
-    run1 = _run("run 1", tree, command, env=RUN1_ENV, slot=slot, **common)
+    # Run 1's copy is removed beside run 2 (see _run2_and_probes), or here on an error.
+    first = slot.workspace_make(tree)
+    try:
+        return _after_run1(submission, tree, command, slot, progress, first, common, rows)
+    finally:
+        sandbox.remove_workspace(first)  # nothing left when _run2_and_probes removed it
+
+
+def _after_run1(
+    submission: Submission,
+    tree: Path,
+    command: str,
+    slot: Slot,
+    progress: Progress,
+    first: Path,
+    common: _Shared,
+    rows: list[tuple[str, str, str, str]],
+) -> tuple[list[CheckOutcome], Run, Run]:
+    """Run 1 in the workspace `first`, then run 2 and the probes; the checks judged."""
+    assignment = submission.assignment
+    outputs = list(assignment.graded_outputs)
+    recordings = {path: key for path, key, _, _ in rows}
+    run1 = _run("run 1", tree, command, env=RUN1_ENV, slot=slot, workspace=first, **common)
     progress.log(f"run 1: exit {run1.result.exit_code} in {run1.result.duration_s:.1f} s")
     progress.log(run1.tail())
     recordings_check, used = replay_recordings_used(run1, sorted(recordings))
@@ -380,8 +417,10 @@ def _replay(
     if not settings.REPLAY_MISSING_PROBES:
         tries = []
     progress.step("run 2" + (" and probes" if tries else ""), 40)
-    with spare_slots(slot, parallel_runs() - 1 if tries else 0) as spares:
-        run2, probe_runs = _run2_and_probes(tree, command, common, [slot, *spares], tries)
+    with spare_slots(slot, parallel_runs() - 1) as spares:
+        run2, probe_runs = _run2_and_probes(
+            tree, command, common, [slot, *spares], tries, leftover=first
+        )
     progress.log(f"run 2: exit {run2.result.exit_code} in {run2.result.duration_s:.1f} s")
     progress.step("compare", 65)
     Recording.objects.filter(submission=submission, role="recording").update(used=False)
@@ -397,6 +436,6 @@ def _replay(
         replay_no_network_attempts([run1, run2], [p[2] for p in probes]),
         recordings_check,
     ]
-    if run_log and suite_blocker(run1) is None:
+    if assignment.shape == "run-twice" and suite_blocker(run1) is None:
         outcomes.append(cassettes_model_metadata_from_run_log(run1.outputs.get(RUN_LOG)))
     return outcomes, run1, run2

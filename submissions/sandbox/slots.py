@@ -116,12 +116,17 @@ class Slot:
         """This slot, its runs seeing `site`'s packages first (see bwrap.run)."""
         return dataclasses.replace(self, site=site)
 
+    def workspace_make(self, tree: Path) -> Path:
+        """A fresh copy of `tree` owned by this slot's uid; the caller removes it
+        (remove_workspace) before this slot runs anything else."""
+        # Named by slot: a workspace a killed run left behind is known by its slot, and
+        # removed at the next worker start once no process holds that slot (leftovers_remove).
+        return prepare_workspace(tree, work_parent(), self.uid, prefix=f"ws-{self.number}-")
+
     @contextlib.contextmanager
     def workspace(self, tree: Path) -> Iterator[Path]:
         """A fresh copy of `tree` owned by this slot's uid, removed afterwards."""
-        # Named by slot: a workspace a killed run left behind is known by its slot, and
-        # removed at the next worker start once no process holds that slot (leftovers_remove).
-        path = prepare_workspace(tree, work_parent(), self.uid, prefix=f"ws-{self.number}-")
+        path = self.workspace_make(tree)
         try:
             yield path
         finally:

@@ -651,3 +651,34 @@ def test_on_a_busy_host_no_probe_starts_ahead_of_need(monkeypatch, settings) -> 
     assert [line for line in seen if line.startswith("start")] == [
         "start run 2 slot 0", "start a slot 1",
     ]  # fmt: skip
+
+
+def test_run_1s_copy_goes_on_its_slot_while_run_2_starts_on_another(monkeypatch, settings) -> None:
+    """Run 1's workspace (its slot's uid) is removed before that slot runs anything else;
+    run 2 does not wait for it when another slot is free, and waits when none is."""
+    import threading
+    import time
+
+    from submissions import sandbox
+    from submissions.runs.replay import _run2_and_probes
+
+    settings.REPLAY_MISSING_PROBES = 1
+    seen = _fake_runs(monkeypatch, {"a": 1}, {"run 2": 0.1})
+    lock = threading.Lock()
+
+    def remove(path) -> None:
+        with lock:
+            seen.append(f"remove {path}")
+        time.sleep(0.2)
+        with lock:
+            seen.append(f"removed {path}")
+
+    monkeypatch.setattr(sandbox, "remove_workspace", remove)
+    common = {"outputs": [], "watch": []}
+    _run2_and_probes(mock.sentinel.tree, "cmd", common, [0, 1], ["a"], leftover="ws1")
+    assert seen[:2] == ["remove ws1", "start run 2 slot 1"]
+    on_slot_0 = [i for i, line in enumerate(seen) if line.endswith("slot 0")]
+    assert all(i > seen.index("removed ws1") for i in on_slot_0)
+    seen.clear()
+    _run2_and_probes(mock.sentinel.tree, "cmd", common, [0], ["a"], leftover="ws1")
+    assert seen[:3] == ["remove ws1", "removed ws1", "start run 2 slot 0"]
