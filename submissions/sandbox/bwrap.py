@@ -199,9 +199,9 @@ def _hook_bytecode(source: bytes) -> tuple[str, bytes]:
     source, so it can only be used when it is exactly this source's code.
     """
     code = compile(source, f"{HOOKS_MOUNT}/sitecustomize.py", "exec", dont_inherit=True)
-    pyc = importlib._bootstrap_external._code_to_hash_pyc(  # type: ignore[attr-defined]
-        code, importlib.util.source_hash(source), checked=True
-    )
+    # What py_compile writes for a checked hash-based pyc, without a file in between.
+    make_pyc = importlib._bootstrap_external._code_to_hash_pyc  # type: ignore[attr-defined]  # private: not in the stubs
+    pyc = make_pyc(code, importlib.util.source_hash(source), checked=True)
     return f"sitecustomize.{sys.implementation.cache_tag}.pyc", bytes(pyc)
 
 
