@@ -17,6 +17,12 @@ written (not only in what the report shows) is caught too.
 Fields that differ between any two runs by construction (wall-clock times written when a
 row is made, job timings, the submission and job ids are the same in a fresh database) are
 masked with "<time>" before writing; everything else must be byte-identical.
+
+With `--replays` every job runs, the sandboxed ones too (replay, trace verification, the
+service probe; bwrap needed), and verdicts.txt lists each check's id, status and summary and
+its evidence messages, durations, clock times and addresses masked. A sandboxed run's output
+and timings differ between any two runs, so `--replays --compare` compares verdicts.txt and
+stored-rows.txt only: a change to the sandbox or the replay must leave both identical.
 """
 
 from __future__ import annotations
@@ -43,8 +49,11 @@ def _mask(text: str) -> str:
     return _DURATION.sub(r"\1<time>", text)
 
 
-def write_reports(out: Path) -> list[Path]:
-    """Seed, analyse and write each demo submission's masked report; return the files."""
+def write_reports(out: Path, *, replays: bool = False) -> list[Path]:
+    """Seed, analyse and write each demo submission's masked report; return the files.
+
+    With `replays`, every queued job runs (replay, trace, probe: the sandbox's checks too).
+    """
     data_dir = Path(tempfile.mkdtemp(prefix="demo-reports-"))
     os.environ["DATA_DIR"] = str(data_dir)
     os.environ["DJANGO_SETTINGS_MODULE"] = "reviewer.settings"
@@ -63,7 +72,10 @@ def write_reports(out: Path) -> list[Path]:
     demo_seed()
     # Analysis (and intake, if queued) only: the jobs whose outputs are ours to keep.
     kinds = [Job.Kind.INTAKE, Job.Kind.ANALYSIS]
-    while job := Job.objects.filter(state=Job.State.QUEUED, kind__in=kinds).order_by("pk").first():
+    queued = Job.objects.filter(state=Job.State.QUEUED)
+    if not replays:
+        queued = queued.filter(kind__in=kinds)
+    while job := queued.order_by("pk").first():
         job_execute(job_id=job.pk)
     out.mkdir(parents=True, exist_ok=True)
     files = []
@@ -83,7 +95,35 @@ def write_reports(out: Path) -> list[Path]:
         path.write_text(_mask(buffer.getvalue()), encoding="utf-8")
         files.append(path)
     files.append(_rows(out / "stored-rows.txt"))
+    if replays:
+        files.append(_verdicts(out / "verdicts.txt"))
     return files
+
+
+# What differs between two sandboxed runs of one suite by construction: durations and clock
+# times in summaries and evidence, the slot's uid, interpreter addresses in test output.
+_VOLATILE = re.compile(
+    r"\d+(\.\d+)? ?(s|ms|seconds)\b|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[.0-9]*(\+00:00|Z)?"
+    r"|\d\d/\w{3}/\d{4} \d\d:\d\d:\d\d|0x[0-9a-f]{6,}"
+)
+
+
+def _verdicts(path: Path) -> Path:
+    """Each check of each submission: id, status and summary (volatile parts masked), and
+    each evidence item's message: what a sandboxed run decided, comparable across runs."""
+    from submissions.models import CheckResult
+
+    with path.open("w", encoding="utf-8") as handle:
+        rows = CheckResult.objects.order_by("submission_id", "check_id", "pk")
+        for row in rows.select_related("submission__candidate"):
+            summary = _VOLATILE.sub("<t>", row.summary)
+            handle.write(
+                f"{row.submission.candidate.name} {row.check_id} {row.status}: {summary}\n"
+            )
+            for item in row.evidence or []:
+                if isinstance(item, dict) and item.get("message"):
+                    handle.write(f"    {_VOLATILE.sub('<t>', str(item['message']))}\n")
+    return path
 
 
 def _rows(path: Path) -> Path:
@@ -115,10 +155,13 @@ def _rows(path: Path) -> Path:
     return path
 
 
-def compare(new: Path, old: Path) -> int:
-    """0 when every report in `old` is byte-identical in `new`; else print the diffs."""
+def compare(new: Path, old: Path, only: set[str] | None = None) -> int:
+    """0 when every report in `old` is byte-identical in `new` (those named in `only`, when
+    given); else print the diffs."""
     differ = 0
     names = sorted({p.name for p in old.iterdir()} | {p.name for p in new.iterdir()})
+    if only is not None:
+        names = [name for name in names if name in only]
     for name in names:
         a, b = old / name, new / name
         if not a.exists() or not b.exists():
@@ -139,10 +182,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out", type=Path)
     parser.add_argument("--compare", type=Path, help="a folder an earlier run wrote")
+    parser.add_argument(
+        "--replays",
+        action="store_true",
+        help="run every job, the sandboxed ones too (replay, trace, probe: needs bwrap)",
+    )
     args = parser.parse_args()
-    files = write_reports(args.out)
+    files = write_reports(args.out, replays=args.replays)
     print(f"wrote {len(files)} reports to {args.out}")
-    return compare(args.out, args.compare) if args.compare else 0
+    if not args.compare:
+        return 0
+    # After sandboxed runs the reports carry each run's output and timings: what must stay
+    # the same is every check's verdict and every stored row.
+    only = {"verdicts.txt", "stored-rows.txt"} if args.replays else None
+    return compare(args.out, args.compare, only)
 
 
 if __name__ == "__main__":

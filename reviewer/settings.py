@@ -251,6 +251,10 @@ SANDBOX_FILE_BYTES = env.int("SANDBOX_FILE_BYTES", 100 * 2**20, minimum=2**20)
 SANDBOX_OPEN_FILES = env.int("SANDBOX_OPEN_FILES", 256, minimum=32)
 SANDBOX_TMPFS_BYTES = env.int("SANDBOX_TMPFS_BYTES", 64 * 2**20, minimum=2**20)
 SANDBOX_OUTPUT_BYTES = env.int("SANDBOX_OUTPUT_BYTES", 2**20, minimum=4096)
+# How many of one replay's sandboxed runs may go at once (run 2 beside the missing-recording
+# probes), each in its own slot and with its own limits; never more than the host's cores.
+# 1 runs them one after another.
+SANDBOX_PARALLEL_RUNS = env.int("SANDBOX_PARALLEL_RUNS", 4, minimum=1)
 REPLAY_MISSING_PROBES = env.int("REPLAY_MISSING_PROBES", 1, minimum=0)
 REPLAY_MISSING_PROBE_TRIES = env.int("REPLAY_MISSING_PROBE_TRIES", 3, minimum=1)
 REPLAY_OUTPUT_MAX_BYTES = env.int("REPLAY_OUTPUT_MAX_BYTES", 5 * 2**20, minimum=1024)

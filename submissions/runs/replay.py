@@ -5,12 +5,14 @@ The checks it writes (replay.*) are computed in `submissions.checks.replay`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 from collections.abc import Callable, Collection
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path, PurePosixPath
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from django.conf import settings
 
@@ -40,7 +42,7 @@ from submissions.intake.trees import submission_tree
 from submissions.jobs.types import JobError, Outcome, Progress
 from submissions.models import CheckResult, Job, Recording, Submission
 from submissions.runfiles import run_files_keep
-from submissions.sandbox.slots import Slot, sandbox_slot
+from submissions.sandbox.slots import Slot, parallel_runs, sandbox_slot, spare_slots
 from submissions.sandbox.types import SandboxUnavailable
 
 log = logging.getLogger(__name__)
@@ -68,31 +70,6 @@ def recording_dirs(globs: list[str]) -> list[str]:
     return sorted(dirs)
 
 
-def _stamps(workspace: Path, base: str, paths: list[str], uid: int) -> dict[str, str | None]:
-    """Each graded output's stamp (identity and change time), None when it is not a file."""
-    return {
-        rel: sandbox.output_file_stamp(workspace, f"{base}/{rel}" if base else rel, uid)
-        for rel in paths
-    }
-
-
-def _read_outputs(
-    workspace: Path, base: str, paths: list[str], uid: int
-) -> dict[str, bytes | None]:
-    """Graded outputs read back as the sandbox uid, never following a planted link."""
-    out: dict[str, bytes | None] = {}
-    for rel in paths:
-        full = f"{base}/{rel}" if base else rel
-        try:
-            out[rel] = sandbox.read_output_file(
-                workspace, full, settings.REPLAY_OUTPUT_MAX_BYTES, uid
-            )
-        except (OSError, sandbox.OutputFileRefused) as exc:
-            log.info("output %s unreadable: %s", rel, exc)
-            out[rel] = None
-    return out
-
-
 def _run(
     label: str,
     tree: Path,
@@ -104,20 +81,28 @@ def _run(
     watch: list[str],
     subdir: str = "",
     remove: str | None = None,
+    cancel_fd: int | None = None,
+    workspace: Path | None = None,
 ) -> Run:
     """Copy the tree into a fresh workspace, run the command there, read the outputs back.
 
     A committed copy of a graded output stays where it is (the candidate's own tests may
     compare against it); whether this run wrote it is learnt from its stamp before and
     after. One the run left untouched is not read: it is no output of this run.
+    With `workspace` (a fresh copy from slot.workspace_make) the run uses it and leaves
+    its removal to the caller.
     """
-    with slot.workspace(tree) as workspace:
+    with contextlib.ExitStack() as stack:
+        if workspace is None:
+            workspace = stack.enter_context(slot.workspace(tree))
         if subdir:
             _nest(workspace, subdir, slot.uid)
         # Before any candidate code runs the copy holds no planted links: plain unlink.
         if remove:
             (workspace / subdir / remove).unlink()
-        before = _stamps(workspace, subdir, outputs, slot.uid)
+        # Where each graded output sits in the workspace (run 2's one folder down).
+        full = {rel: f"{subdir}/{rel}" if subdir else rel for rel in outputs}
+        before = sandbox.fresh_file_stamps(workspace, list(full.values()))
         cwd = f"{sandbox.WORK_MOUNT}/{subdir}" if subdir else sandbox.WORK_MOUNT
         result = slot.run(
             command,
@@ -125,12 +110,25 @@ def _run(
             env=env,
             audit_watch=[f"{subdir}/{w}".strip("/") if subdir else w for w in watch],
             cwd_in_sandbox=cwd,
+            cancel_fd=cancel_fd,
         )
-        after = _stamps(workspace, subdir, outputs, slot.uid)
-        untouched = {rel for rel in outputs if after[rel] is not None and after[rel] == before[rel]}
-        written = [rel for rel in outputs if rel not in untouched]
-        read = _read_outputs(workspace, subdir, written, slot.uid)
-        return Run(label, result, {rel: read.get(rel) for rel in outputs}, untouched)
+        # One child as the sandbox uid: each output's stamp, and what the run wrote.
+        back = sandbox.outputs_read_back(
+            workspace, list(full.values()), before, settings.REPLAY_OUTPUT_MAX_BYTES, slot.uid
+        )
+        untouched = set()
+        read: dict[str, bytes | None] = {}
+        for rel in outputs:
+            stamp, content = back[full[rel]]
+            if stamp is not None and stamp == before[full[rel]]:
+                untouched.add(rel)
+                read[rel] = None
+            elif isinstance(content, OSError):
+                log.info("output %s unreadable: %s", rel, content)
+                read[rel] = None
+            else:
+                read[rel] = content
+        return Run(label, result, read, untouched)
 
 
 def _nest(workspace: Path, subdir: str, uid: int) -> None:
@@ -232,15 +230,145 @@ def replay_run(job: Job, progress: Progress) -> Outcome:
 class _Shared(TypedDict):
     """What every run of one replay shares (keywords of `_run`)."""
 
-    slot: Slot
     outputs: list[str]
     watch: list[str]
+
+
+def _conclusive(probe: Run) -> bool:
+    """A probe that tells something: the suite failed, or reached for the network."""
+    return probe.result.exit_code != 0 or bool(network_attempts(probe.result.audit_events))
+
+
+def _maybe_wanted(i: int, done: dict[int, Run]) -> bool:
+    """Whether probe i of the tries may still be wanted, with what is known so far.
+
+    One after another, probe i runs unless REPLAY_MISSING_PROBES earlier ones were
+    conclusive; an earlier probe not yet ended may still turn out inconclusive."""
+    conclusive = sum(1 for j in range(i) if j in done and _conclusive(done[j]))
+    return conclusive < settings.REPLAY_MISSING_PROBES
+
+
+def _needed(i: int, done: dict[int, Run]) -> bool:
+    """Whether probe i is wanted for certain: every earlier one has ended, too few conclusive."""
+    return all(j in done for j in range(i)) and _maybe_wanted(i, done)
+
+
+def spare_core() -> bool:
+    """Whether a core is idle at this moment: fewer runnable tasks than cores, this thread
+    aside (/proc/loadavg's instant count, our own runs included)."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as handle:
+            runnable = int(handle.read().split()[3].partition("/")[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    return runnable - 1 < (os.cpu_count() or 1)
+
+
+def _run2_and_probes(
+    tree: Path,
+    command: str,
+    common: _Shared,
+    slots: list[Slot],
+    tries: list[str],
+    leftover: Path | None = None,
+) -> tuple[Run, list[Run]]:
+    """Run 2 and the missing-recording probes, up to one per slot at once.
+
+    The result is the sequential order's: run 2, and the probes of `tries` in order until
+    REPLAY_MISSING_PROBES were conclusive. A later probe starts on a free slot before an
+    earlier one has ended (it may be needed) when a core is idle, and is cancelled (killed,
+    its result dropped) once it is known not to be: each probe sees only its own fresh
+    copy, so running beside another changes nothing it shows. Run 1 has ended before any of
+    these starts, so run 2 still runs after it, as the byte-identical check expects of a
+    second run. `leftover` (run 1's workspace, of the first slot's uid) is removed on that
+    slot first, beside run 2 when another slot is free.
+    """
+    free = list(slots)
+    done: dict[int, Run] = {}
+    run2: list[Run] = []
+    pipes: dict[int | str, tuple[int, int]] = {}  # each run's cancel pipe (read, write)
+    cancelled: set[int | str] = set()
+    running: dict[Future[Any], tuple[int | str, Slot]] = {}  # a Run, or None (a removal)
+
+    def cancel(key: int | str) -> None:
+        if key not in cancelled:
+            cancelled.add(key)
+            os.write(pipes[key][1], b"x")
+
+    with ThreadPoolExecutor(max_workers=len(slots), thread_name_prefix="replay-run") as pool:
+
+        def start(key: int | str) -> None:
+            slot = free.pop(0)
+            pipes[key] = os.pipe()
+            second = key == "run 2"
+            future = pool.submit(
+                _run,
+                "run 2" if second else "probe",
+                tree,
+                command,
+                env=RUN2_ENV if second else RUN1_ENV,
+                slot=slot,
+                subdir=RUN2_SUBDIR if second else "",
+                remove=None if second else tries[int(key)],
+                cancel_fd=pipes[key][0],
+                **common,
+            )
+            running[future] = (key, slot)
+
+        try:
+            if leftover is not None:  # the first slot's next run waits for it
+                slot = free.pop(0)
+                running[pool.submit(sandbox.remove_workspace, leftover)] = ("leftover", slot)
+            following = 0  # the next probe to start
+            while True:
+                if not run2 and "run 2" not in pipes and free:
+                    start("run 2")
+                while free and following < len(tries) and _maybe_wanted(following, done):
+                    # Ahead of need (an earlier probe still running) only on an idle core: on
+                    # a busy host a run that may be dropped would slow the ones that count.
+                    if not _needed(following, done) and not spare_core():
+                        break
+                    start(following)
+                    following += 1
+                if not running:
+                    break
+                ended, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in ended:
+                    key, slot = running.pop(future)
+                    free.append(slot)
+                    run = future.result()
+                    if run is None:  # the leftover removed
+                        continue
+                    if key == "run 2":
+                        run2.append(run)
+                    elif key not in cancelled:
+                        done[int(key)] = run
+                for key, _ in list(running.values()):
+                    if isinstance(key, int) and not _maybe_wanted(key, done):
+                        cancel(key)
+        except BaseException:
+            for key in pipes:
+                cancel(key)
+            raise
+        finally:
+            # Every run has ended once the pool is left: then its pipe can go.
+            pool.shutdown(wait=True)
+            for r, w in pipes.values():
+                os.close(r)
+                os.close(w)
+    probes = []
+    for i in range(len(tries)):
+        if not _maybe_wanted(i, done):
+            break
+        probes.append(done[i])
+    return run2[0], probes
 
 
 def _replay(
     submission: Submission, tree: Path, command: str, slot: Slot, progress: Progress
 ) -> tuple[list[CheckOutcome], Run, Run]:
-    """Run 1, run 2 and the probes in this slot; the replay checks judged from them."""
+    """Run 1, then run 2 and the probes (at once when slots and cores allow); the replay
+    checks judged from them."""
     assignment = submission.assignment
     outputs = list(assignment.graded_outputs)
     watch = recording_dirs(list(assignment.recording_globs))
@@ -249,38 +377,58 @@ def _replay(
             "path", "key", "recomputed_key", "sha256"
         )
     )
-    recordings = {path: key for path, key, _, _ in rows}
     # run-twice keeps the model id in a separate run log: read back, never compared.
     run_log = [RUN_LOG] if assignment.shape == "run-twice" else []
     reads = outputs + [p for p in run_log if p not in outputs]
-    common: _Shared = {"slot": slot, "outputs": reads, "watch": watch}
+    common: _Shared = {"outputs": reads, "watch": watch}
     progress.step("run 1", 15)
-    run1 = _run("run 1", tree, command, env=RUN1_ENV, **common)
+    # Run 1's copy is removed beside run 2 (see _run2_and_probes), or here on an error.
+    first = slot.workspace_make(tree)
+    try:
+        return _after_run1(submission, tree, command, slot, progress, first, common, rows)
+    finally:
+        sandbox.remove_workspace(first)  # nothing left when _run2_and_probes removed it
+
+
+def _after_run1(
+    submission: Submission,
+    tree: Path,
+    command: str,
+    slot: Slot,
+    progress: Progress,
+    first: Path,
+    common: _Shared,
+    rows: list[tuple[str, str, str, str]],
+) -> tuple[list[CheckOutcome], Run, Run]:
+    """Run 1 in the workspace `first`, then run 2 and the probes; the checks judged."""
+    assignment = submission.assignment
+    outputs = list(assignment.graded_outputs)
+    recordings = {path: key for path, key, _, _ in rows}
+    run1 = _run("run 1", tree, command, env=RUN1_ENV, slot=slot, workspace=first, **common)
     progress.log(f"run 1: exit {run1.result.exit_code} in {run1.result.duration_s:.1f} s")
     progress.log(run1.tail())
-    progress.step("run 2", 40)
-    run2 = _run("run 2", tree, command, env=RUN2_ENV, subdir=RUN2_SUBDIR, **common)
-    progress.log(f"run 2: exit {run2.result.exit_code} in {run2.result.duration_s:.1f} s")
-    progress.step("compare", 65)
     recordings_check, used = replay_recordings_used(run1, sorted(recordings))
-    Recording.objects.filter(submission=submission, role="recording").update(used=False)
-    Recording.objects.filter(submission=submission, path__in=used).update(used=True)
-    probes = []
     # A loader that opens every file makes "read" a weak signal: a silent pass after
     # removing a file it never needed proves nothing, so such probes try the next one.
     candidates = choose_probes(used, len(used), preferred=probe_preferred(rows))
     if suite_blocker(run1) is not None:
         candidates = []  # nothing to learn from removing a file from a failing suite
-    conclusive = 0
-    for i, removed in enumerate(candidates[: settings.REPLAY_MISSING_PROBE_TRIES]):
-        if conclusive >= settings.REPLAY_MISSING_PROBES:
-            break
-        progress.step(f"probe {i + 1}", 75 + i)
-        probe = _run("probe", tree, command, env=RUN1_ENV, remove=removed, **common)
+    tries = candidates[: settings.REPLAY_MISSING_PROBE_TRIES]
+    if not settings.REPLAY_MISSING_PROBES:
+        tries = []
+    progress.step("run 2" + (" and probes" if tries else ""), 40)
+    with spare_slots(slot, parallel_runs() - 1) as spares:
+        run2, probe_runs = _run2_and_probes(
+            tree, command, common, [slot, *spares], tries, leftover=first
+        )
+    progress.log(f"run 2: exit {run2.result.exit_code} in {run2.result.duration_s:.1f} s")
+    progress.step("compare", 65)
+    Recording.objects.filter(submission=submission, role="recording").update(used=False)
+    Recording.objects.filter(submission=submission, path__in=used).update(used=True)
+    probes = []
+    for removed, probe in zip(tries, probe_runs, strict=False):
         progress.log(f"probe without {removed}: exit {probe.result.exit_code}")
         probes.append((removed, recordings.get(removed) or None, probe))
-        if probe.result.exit_code != 0 or network_attempts(probe.result.audit_events):
-            conclusive += 1
     outcomes = [
         replay_offline_pass(run1),
         replay_byte_identical(run1, run2, outputs),
@@ -288,6 +436,6 @@ def _replay(
         replay_no_network_attempts([run1, run2], [p[2] for p in probes]),
         recordings_check,
     ]
-    if run_log and suite_blocker(run1) is None:
+    if assignment.shape == "run-twice" and suite_blocker(run1) is None:
         outcomes.append(cassettes_model_metadata_from_run_log(run1.outputs.get(RUN_LOG)))
     return outcomes, run1, run2

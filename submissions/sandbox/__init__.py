@@ -43,7 +43,9 @@ from submissions.sandbox.types import (
 )
 from submissions.sandbox.uids import gid_of, slot_uid
 from submissions.sandbox.workspace import (
+    fresh_file_stamps,
     output_file_stamp,
+    outputs_read_back,
     prepare_workspace,
     read_output_file,
     remove_workspace,
@@ -62,8 +64,10 @@ __all__ = [
     "SandboxUnavailable",
     "WorkspaceError",
     "ensure_ready",
+    "fresh_file_stamps",
     "gid_of",
     "output_file_stamp",
+    "outputs_read_back",
     "prepare_workspace",
     "read_output_file",
     "remove_workspace",

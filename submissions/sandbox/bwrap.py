@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
 import json
 import os
 import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
@@ -185,6 +188,23 @@ def _bwrap_argv(
     return a
 
 
+@functools.lru_cache(maxsize=4)
+def _hook_bytecode(source: bytes) -> tuple[str, bytes]:
+    """The audit hook compiled once, as the name and bytes of its __pycache__ file.
+
+    Every Python process in the sandbox imports the hook; without bytecode beside it (the
+    mount is read-only, and PYTHONDONTWRITEBYTECODE is set) each one compiled it anew, about
+    2 ms. A checked hash-based pyc: the interpreter verifies it against the source it
+    mounts, and one of another Python version (another magic number) is ignored for the
+    source, so it can only be used when it is exactly this source's code.
+    """
+    code = compile(source, f"{HOOKS_MOUNT}/sitecustomize.py", "exec", dont_inherit=True)
+    # What py_compile writes for a checked hash-based pyc, without a file in between.
+    make_pyc = importlib._bootstrap_external._code_to_hash_pyc  # type: ignore[attr-defined]  # private: not in the stubs
+    pyc = make_pyc(code, importlib.util.source_hash(source), checked=True)
+    return f"sitecustomize.{sys.implementation.cache_tag}.pyc", bytes(pyc)
+
+
 def _prepare_audit_dir(parent: Path, uid: int, gid: int) -> Path:
     """Create a run's audit folder: root-owned (no planting or deleting), one uid-writable log."""
     audit_dir = Path(tempfile.mkdtemp(prefix=".cr-audit-", dir=parent))
@@ -233,11 +253,14 @@ def run(
     uid_base: int = SANDBOX_UID_BASE,
     site: Path | None = None,
     binds: Sequence[Bind] = (),
+    cancel_fd: int | None = None,
 ) -> RunResult:
     """Run command in the sandbox, workspace at /work; raise SandboxUnavailable if it cannot start.
 
     `site` is a host folder of installed packages, mounted read-only at SITE_MOUNT and put
     first on sys.path and PATH (after the hooks); `binds` are further folders mounted in.
+    Once `cancel_fd` (a pipe's read end) is readable, the run is killed: its result says
+    killed_reason "cancelled" (the caller no longer needs it).
     Never falls back to running unsandboxed unless allow_unsandboxed=True (the loudly
     named SANDBOX_UNSAFE_DEV_RUN_UNSANDBOXED setting); the result then says sandboxed=False.
     """
@@ -251,7 +274,16 @@ def run(
     if not problems:
         with slot_lock(uid):
             return _run_sandboxed(
-                argv, Path(workspace), limits, uid, runtime, sandbox_env, cwd, bwrap, mounts
+                argv,
+                Path(workspace),
+                limits,
+                uid,
+                runtime,
+                sandbox_env,
+                cwd,
+                bwrap,
+                mounts,
+                cancel_fd,
             )
     cause = "; ".join(problems)
     if not allow_unsandboxed:
@@ -261,7 +293,9 @@ def run(
         raise SandboxUnavailable(f"{cause} (a hand-in's dependencies install only in the sandbox)")
     # Only when the host lacks the sandbox; a run that failed to start is never retried bare.
     log.warning("SANDBOX UNAVAILABLE (%s): RUNNING CANDIDATE CODE UNSANDBOXED (dev setting)", cause)
-    return _run_unsandboxed(argv, Path(workspace), limits, runtime, sandbox_env, cwd, cause)
+    return _run_unsandboxed(
+        argv, Path(workspace), limits, runtime, sandbox_env, cwd, cause, cancel_fd
+    )
 
 
 def _run_sandboxed(
@@ -274,6 +308,7 @@ def _run_sandboxed(
     cwd: str,
     bwrap: str,
     binds: Sequence[Bind] = (),
+    cancel_fd: int | None = None,
 ) -> RunResult:
     """Run argv under setpriv + prlimit + bwrap and collect the outcome."""
     gid = gid_of(uid)
@@ -288,9 +323,10 @@ def _run_sandboxed(
     fds: list[int] = []
     try:
         data_fds = {dest: memfd(dest, data) for dest, data in _etc_files(uid, gid).items()}
-        data_fds[f"{HOOKS_MOUNT}/sitecustomize.py"] = memfd(
-            "sitecustomize", SITECUSTOMIZE.read_bytes()
-        )
+        hook = SITECUSTOMIZE.read_bytes()
+        data_fds[f"{HOOKS_MOUNT}/sitecustomize.py"] = memfd("sitecustomize", hook)
+        pyc_name, pyc = _hook_bytecode(hook)
+        data_fds[f"{HOOKS_MOUNT}/__pycache__/{pyc_name}"] = memfd("sitecustomize.pyc", pyc)
         fds += data_fds.values()
         status_r, status_w = os.pipe()
         fds += [status_r, status_w]
@@ -328,7 +364,9 @@ def _run_sandboxed(
         for fd in (status_w, *data_fds.values()):
             os.close(fd)
             fds.remove(fd)
-        out, err, status_raw, killed, returncode = supervise(proc, limits, started, status_r)
+        out, err, status_raw, killed, returncode = supervise(
+            proc, limits, started, status_r, cancel_fd
+        )
         duration = time.monotonic() - started
         post_swept = sweep_uid(uid)
         audit_events = _read_audit(audit_dir, uid)
@@ -439,6 +477,7 @@ def _run_unsandboxed(
     sandbox_env: dict[str, str],
     cwd: str,
     cause: str,
+    cancel_fd: int | None = None,
 ) -> RunResult:
     """DEV ONLY: run without bwrap or uid drop (wall clock, rlimits when prlimit exists, caps)."""
     with tempfile.TemporaryDirectory(prefix="cr-unsandboxed-") as tmp:
@@ -478,7 +517,7 @@ def _run_unsandboxed(
             env=env,
             start_new_session=True,
         )
-        out, err, _, killed, returncode = supervise(proc, limits, started, None)
+        out, err, _, killed, returncode = supervise(proc, limits, started, None, cancel_fd)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)  # best effort: a setsid'd daemon escapes this
         duration = time.monotonic() - started

@@ -69,6 +69,7 @@ class RunOptions(TypedDict, total=False):
     cwd_in_sandbox: str
     site: Path | None
     binds: Sequence[Bind]
+    cancel_fd: int | None
 
 
 def _host() -> _Host:
@@ -115,12 +116,17 @@ class Slot:
         """This slot, its runs seeing `site`'s packages first (see bwrap.run)."""
         return dataclasses.replace(self, site=site)
 
+    def workspace_make(self, tree: Path) -> Path:
+        """A fresh copy of `tree` owned by this slot's uid; the caller removes it
+        (remove_workspace) before this slot runs anything else."""
+        # Named by slot: a workspace a killed run left behind is known by its slot, and
+        # removed at the next worker start once no process holds that slot (leftovers_remove).
+        return prepare_workspace(tree, work_parent(), self.uid, prefix=f"ws-{self.number}-")
+
     @contextlib.contextmanager
     def workspace(self, tree: Path) -> Iterator[Path]:
         """A fresh copy of `tree` owned by this slot's uid, removed afterwards."""
-        # Named by slot: a workspace a killed run left behind is known by its slot, and
-        # removed at the next worker start once no process holds that slot (leftovers_remove).
-        path = prepare_workspace(tree, work_parent(), self.uid, prefix=f"ws-{self.number}-")
+        path = self.workspace_make(tree)
         try:
             yield path
         finally:
@@ -174,6 +180,40 @@ def sandbox_slot() -> Iterator[Slot]:
             os.close(fd)
         return
     raise JobError(f"all {count} sandbox slots are busy")
+
+
+def parallel_runs() -> int:
+    """How many sandboxed runs one job may have going at once: the setting, at most the
+    host's cores (SANDBOX_PARALLEL_RUNS; 1 runs them one after another)."""
+    return max(1, min(settings.SANDBOX_PARALLEL_RUNS, os.cpu_count() or 1))
+
+
+@contextlib.contextmanager
+def spare_slots(slot: Slot, most: int, lock_dir: Path | None = None) -> Iterator[list[Slot]]:
+    """Up to `most` further free slots beside `slot` (held by this process), for runs of one
+    job that may go at once; none when fewer are free. One free slot is always left for a
+    job starting meanwhile: borrowing never makes another job find every slot busy."""
+    count = settings.SANDBOX_SLOTS
+    held: list[tuple[int, int]] = []  # (slot number, lock fd)
+    try:
+        if most > 0:
+            for i in range(1, count):
+                number = (slot.number + i) % count
+                fd = _slot_lock(number, lock_dir)
+                if fd is not None:
+                    held.append((number, fd))
+                if len(held) > most:
+                    break
+            # The last one found stays free for others.
+            if held:
+                os.close(held.pop()[1])
+        yield [
+            dataclasses.replace(slot, number=n, uid=slot_uid(n, settings.SANDBOX_UID_BASE))
+            for n, _ in held
+        ]
+    finally:
+        for _, fd in held:
+            os.close(fd)
 
 
 def _slot_lock(number: int, lock_dir: Path | None = None) -> int | None:

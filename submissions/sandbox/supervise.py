@@ -73,10 +73,18 @@ def signal_reason(exit_code: int | None) -> str | None:
         return None
 
 
+CANCELLED = "cancelled"
+
+
 def supervise(
-    proc: subprocess.Popen[bytes], limits: SandboxLimits, started: float, status_fd: int | None
+    proc: subprocess.Popen[bytes],
+    limits: SandboxLimits,
+    started: float,
+    status_fd: int | None,
+    cancel_fd: int | None = None,
 ) -> tuple[Capture, Capture, bytes, str | None, int | None]:
-    """Read output and status concurrently under the wall clock; kill the group on a limit."""
+    """Read output and status concurrently under the wall clock; kill the group on a limit,
+    or as CANCELLED once `cancel_fd` (a pipe's read end) becomes readable."""
     out, err = Capture(limits.output_bytes), Capture(limits.output_bytes)
     status = bytearray()
     assert proc.stdout is not None and proc.stderr is not None
@@ -85,6 +93,8 @@ def supervise(
     sel.register(proc.stderr.fileno(), selectors.EVENT_READ, err)
     if status_fd is not None:
         sel.register(status_fd, selectors.EVENT_READ, status)
+    if cancel_fd is not None:
+        sel.register(cancel_fd, selectors.EVENT_READ, CANCELLED)
     try:
         pidfd = os.pidfd_open(proc.pid)
         sel.register(pidfd, selectors.EVENT_READ, "exit")
@@ -129,6 +139,10 @@ def supervise(
             else:
                 timeout = max(0.0, min(deadline - now, 1.0)) if killed is None else 0.2
             for key, _ in sel.select(timeout=timeout):
+                if key.data == CANCELLED:  # the caller no longer needs this run
+                    sel.unregister(key.fd)
+                    kill(CANCELLED)
+                    continue
                 if isinstance(key.data, str):  # the pidfd: bwrap exited
                     sel.unregister(key.fd)
                     reap()

@@ -240,13 +240,19 @@ def read_output_file(
     return _in_child(workspace, relpath, max_bytes, uid, truncate=truncate, stamp=False)
 
 
+def _parts(relpath: str) -> list[str]:
+    """The components of a relative path inside the workspace, or ValueError."""
+    parts = [p for p in PurePosixPath(relpath).parts if p != "."]
+    if not parts or PurePosixPath(relpath).is_absolute() or ".." in parts or "\0" in relpath:
+        raise ValueError(f"relpath must be a relative path inside the workspace: {relpath!r}")
+    return parts
+
+
 def _in_child(
     workspace: Path, relpath: str, max_bytes: int, uid: int | None, *, truncate: bool, stamp: bool
 ) -> bytes:
     """read_output_file's work (or, with stamp, the file's stamp) in a child running as uid."""
-    parts = [p for p in PurePosixPath(relpath).parts if p != "."]
-    if not parts or PurePosixPath(relpath).is_absolute() or ".." in parts or "\0" in relpath:
-        raise ValueError(f"relpath must be a relative path inside the workspace: {relpath!r}")
+    parts = _parts(relpath)
     base = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
 
     def child(w: int) -> int:
@@ -262,12 +268,95 @@ def _in_child(
         os.close(base)
     if code != 0 or not out:
         raise OutputFileRefused(errno.EIO, f"reader failed (exit {code})", relpath)
-    status, payload = out[:1], out[1:]
+    return _answer(out[:1], out[1:], relpath)
+
+
+def _answer(status: bytes, payload: bytes, relpath: str) -> bytes:
+    """The payload of a lookup that found the file; the error it stands for otherwise."""
     if status == b"O":
         return payload
     if status == b"N":
         raise FileNotFoundError(errno.ENOENT, payload.decode(), relpath)
     raise OutputFileRefused(errno.EPERM, payload.decode(), relpath)
+
+
+def fresh_file_stamps(workspace: Path, relpaths: list[str]) -> dict[str, str | None]:
+    """output_file_stamp of each path, for a workspace no candidate code has run in yet.
+
+    Taken in this process: the fresh copy holds only regular files and folders that
+    prepare_workspace made (it refuses links and special files), so nothing in it can be
+    planted yet, and the walk is the same no-follow walk. Saves a fork per path.
+    """
+    base = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        stamps: dict[str, str | None] = {}
+        for rel in relpaths:
+            status, payload = _read_in_child(base, _parts(rel), 0, False, stamp=True)
+            stamps[rel] = payload.decode() if status == b"O" else None
+        return stamps
+    finally:
+        os.close(base)
+
+
+ReadBack = dict[str, tuple[str | None, bytes | OSError | None]]
+
+
+def outputs_read_back(
+    workspace: Path, relpaths: list[str], before: dict[str, str | None], max_bytes: int, uid: int
+) -> ReadBack:
+    """After a run: each path's stamp and, when the stamp moved from `before` (the run wrote
+    it), its content; all in one child running as uid (see read_output_file).
+
+    Per path: (stamp or None, content or the error reading it (FileNotFoundError,
+    OutputFileRefused) or None when unchanged). A path whose stamp did not move is not read.
+    """
+    lookups = [(rel, _parts(rel)) for rel in relpaths]
+    base = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+    def child(w: int) -> int:
+        for rel, parts in lookups:
+            status, stamp = _read_in_child(base, parts, 0, False, stamp=True)
+            frames = [status, stamp]
+            if status == b"O" and stamp.decode() == before.get(rel):
+                frames += [b"S", b""]  # untouched: not read
+            else:
+                frames += list(_read_in_child(base, parts, max_bytes, False))
+            for i in range(0, len(frames), 2):
+                head = frames[i] + len(frames[i + 1]).to_bytes(8, "big")
+                view = memoryview(head + frames[i + 1])
+                while view:
+                    view = view[os.write(w, view) :]
+        return 0
+
+    try:
+        code, out = as_uid(uid, child, len(lookups) * (max_bytes + 4096))
+    finally:
+        os.close(base)
+    back: ReadBack = {}
+    at = 0
+    failed = OutputFileRefused(errno.EIO, f"reader failed (exit {code})")
+    for rel, _ in lookups:
+        frames = []
+        for _ in range(2):
+            if code != 0 or at + 9 > len(out):
+                frames.append((b"E", b""))
+                continue
+            size = int.from_bytes(out[at + 1 : at + 9], "big")
+            frames.append((out[at : at + 1], out[at + 9 : at + 9 + size]))
+            at += 9 + size
+        (s_status, stamp), (r_status, data) = frames
+        content: bytes | OSError | None
+        if r_status == b"S":
+            content = None
+        elif r_status == b"E":
+            content = failed
+        else:
+            try:
+                content = _answer(r_status, data, rel)
+            except OSError as exc:
+                content = exc
+        back[rel] = (stamp.decode() if s_status == b"O" else None, content)
+    return back
 
 
 def _read_in_child(

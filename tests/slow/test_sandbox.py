@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -489,6 +490,22 @@ def test_output_a_little_over_the_cap_keeps_head_and_tail(sbx: Runner) -> None:
     assert not res.stderr_truncated
 
 
+def test_a_cancelled_run_is_killed_at_once_with_its_group(sbx: Runner) -> None:
+    """A run its caller no longer needs (a probe made moot) is killed as soon as the cancel
+    pipe is written, children included; the sbx fixture checks nothing of the uid is left."""
+    r, w = os.pipe()
+    try:
+        timer = threading.Timer(0.5, os.write, (w, b"x"))
+        timer.start()
+        res = sbx("sleep 1000 & python3 -c 'import time; time.sleep(10**6)'", cancel_fd=r)
+        timer.join()
+    finally:
+        os.close(r)
+        os.close(w)
+    assert res.killed_reason == "cancelled" and res.exit_code is None and not res.timed_out
+    assert res.duration_s < 5
+
+
 def test_sleeping_forever_is_ended_by_the_wall_clock(sbx: Runner) -> None:
     """S-14: the wall clock kills it; stdin is /dev/null so input() cannot block."""
     res = sbx(py("import time; time.sleep(10**6)"), limits=SandboxLimits(wall_seconds=1))
@@ -583,6 +600,51 @@ def test_a_slot_serves_one_run_at_a_time(sbx: Runner) -> None:
 # --------------------------------------------------------------------------- reading results back
 
 
+def test_outputs_read_back_in_one_child_as_read_output_file_would(
+    sbx: Runner, ws: Path, area: Path
+) -> None:
+    """The stamps and reads of a run's outputs, taken in one child as the uid, say what
+    output_file_stamp and read_output_file say one path at a time: links, FIFOs, 0000 and
+    oversized files refused, an output the run left alone not read."""
+    (ws / "kept.json").write_text("committed")  # the run never touches it
+    os.chown(ws / "kept.json", UID, sandbox.gid_of(UID))
+    (ws / "rewritten.json").write_text("old")
+    os.chown(ws / "rewritten.json", UID, sandbox.gid_of(UID))
+    paths = [
+        "kept.json", "rewritten.json", "out/ok.json", "out/link.json", "out/pipe.json",
+        "out/big.json", "out/locked.json", "out/missing.json", "out/etc/passwd",
+    ]  # fmt: skip
+    before = sandbox.fresh_file_stamps(ws, paths)
+    assert before == {p: sandbox.output_file_stamp(ws, p, UID) for p in paths}
+    assert before["kept.json"] is not None and before["out/ok.json"] is None
+    res = sbx(
+        "mkdir out && echo new > rewritten.json && echo '{\"ok\": 1}' > out/ok.json"
+        " && ln -s /etc/shadow out/link.json && ln -s /etc out/etc && mkfifo out/pipe.json"
+        " && head -c 5000 /dev/zero > out/big.json && echo x > out/locked.json"
+        " && chmod 000 out/locked.json"
+    )
+    assert res.exit_code == 0, res.stderr
+    back = sandbox.outputs_read_back(ws, paths, before, 4096, UID)
+    for rel in paths:
+        stamp, content = back[rel]
+        assert stamp == sandbox.output_file_stamp(ws, rel, UID), rel
+        if rel == "kept.json":
+            assert stamp == before[rel] and content is None
+            continue
+        try:
+            expected: bytes | type[OSError] = read_output_file(ws, rel, 4096, UID)
+        except OSError as exc:
+            expected = type(exc)
+        if isinstance(expected, bytes):
+            assert content == expected, rel
+        else:
+            assert type(content) is expected, rel
+    assert back["rewritten.json"][1] == b"new\n" and back["out/ok.json"][1] == b'{"ok": 1}\n'
+    assert isinstance(back["out/locked.json"][1], OutputFileRefused)
+    assert "permission denied" in str(back["out/locked.json"][1])  # read as the uid
+    assert isinstance(back["out/missing.json"][1], FileNotFoundError)
+
+
 def test_read_output_file_refuses_links_fifos_and_reads_as_the_uid(
     sbx: Runner, ws: Path, area: Path
 ) -> None:
@@ -639,6 +701,18 @@ def test_audit_hook_records_connect_open_and_spawn_with_caller(sbx: Runner) -> N
         and opened[0]["caller"] == f"probe.py:{_line_of('OPEN')}"
     )
     assert by_event["subprocess.Popen"][0]["argv"] == ["true", "a", "b", "c"]
+
+
+def test_the_audit_hook_is_loaded_from_its_checked_bytecode(sbx: Runner) -> None:
+    """Every Python process imports the hook: from the bytecode mounted beside it (checked
+    against the source), not compiled anew each time; and it still records."""
+    res = sbx(py("import sitecustomize; print(sitecustomize.__file__)"), audit_watch=["x"])
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.strip() == b"/opt/cr-hooks/sitecustomize.py"
+    res = sbx(["python3", "-v", "-c", "open('x/y', 'a')"], audit_watch=["x"])
+    loaded = [line for line in res.stderr.decode().splitlines() if "sitecustomize" in line]
+    assert any("code object from '/opt/cr-hooks/__pycache__/sitecustomize." in s for s in loaded)
+    assert [e["path"] for e in res.audit_events if e["event"] == "open"] == ["x/y"]
 
 
 def test_audit_log_cannot_be_removed_or_replaced_by_the_candidate(sbx: Runner) -> None:

@@ -536,3 +536,149 @@ def test_the_missing_recording_summary_is_a_sentence(exit_code, attempt, said) -
         [("cassettes/a.json", None, probe)], _run("r", [])
     )
     assert outcome.summary == f"with a recording removed the run {said}"
+
+
+# ------------------------------------------------------------------ run 2 and the probes at once
+
+
+def _fake_runs(
+    monkeypatch, exits: dict[str, int], delays: dict[str, float], idle_core: bool = True
+) -> list[str]:
+    """Replace the sandboxed run with one that exits as `exits` says for the recording it
+    removes (run 2 exits 0) after `delays` seconds, or at once when cancelled; the host has
+    an idle core or not, as `idle_core` says. Return the log of what started and how each
+    ended."""
+    import os
+    import select
+    import threading
+
+    from submissions.runs import replay
+
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def fake(label, tree, command, *, env, slot, outputs, watch, subdir="", remove=None,
+             cancel_fd=None):  # fmt: skip
+        name = remove or label
+        with lock:
+            seen.append(f"start {name} slot {slot}")
+        ready, _, _ = select.select([cancel_fd], [], [], delays.get(name, 0.0))
+        killed = "cancelled" if ready else None
+        if ready:
+            os.read(cancel_fd, 1)
+        code = None if killed else exits.get(name, 0)
+        with lock:
+            seen.append(f"end {name} {killed or code}")
+        result = RunResult(code, False, b"", b"", False, False, 0.1, [], True, killed, {}, {})
+        return Run(label, result)
+
+    monkeypatch.setattr(replay, "_run", fake)
+    monkeypatch.setattr(replay, "spare_core", lambda: idle_core)
+    return seen
+
+
+@pytest.mark.parametrize("idle_core", [True, False])
+@pytest.mark.parametrize(
+    ("exits", "delays", "slots", "kept"),
+    [
+        # the first probe fails loudly: only it counts, whatever else ran beside it
+        ({"a": 1, "b": 1, "c": 1}, {}, 1, ["a"]),
+        ({"a": 1, "b": 1, "c": 1}, {"a": 0.3}, 3, ["a"]),
+        # silent passes: the next one is tried, up to the first conclusive one
+        ({"a": 0, "b": 0, "c": 1}, {}, 1, ["a", "b", "c"]),
+        ({"a": 0, "b": 0, "c": 1}, {"a": 0.2}, 3, ["a", "b", "c"]),
+        ({"a": 0, "b": 2, "c": 1}, {"b": 0.2}, 2, ["a", "b"]),
+        ({"a": 0, "b": 0, "c": 0}, {}, 2, ["a", "b", "c"]),
+    ],
+)
+def test_probes_beside_run_2_keep_the_sequential_choice(
+    monkeypatch, settings, exits, delays, slots, kept, idle_core
+) -> None:
+    """However many run at once and whichever ends first, the probes judged are those the
+    one-after-another order runs: in order, up to the first conclusive one."""
+    from submissions.runs.replay import _run2_and_probes
+
+    settings.REPLAY_MISSING_PROBES = 1
+    _fake_runs(monkeypatch, exits, delays, idle_core)
+    common = {"outputs": [], "watch": []}
+    run2, probes = _run2_and_probes(
+        mock.sentinel.tree, "cmd", common, list(range(slots)), ["a", "b", "c"]
+    )
+    assert run2.label == "run 2"
+    assert [p.result.exit_code for p in probes] == [exits[k] for k in kept]
+
+
+def test_a_probe_known_unneeded_is_cancelled_not_waited_for(monkeypatch, settings) -> None:
+    """A later probe started on a spare slot is killed once an earlier one proves
+    conclusive: the replay does not wait out a run whose result it drops."""
+    import time
+
+    from submissions.runs.replay import _run2_and_probes
+
+    settings.REPLAY_MISSING_PROBES = 1
+    seen = _fake_runs(monkeypatch, {"a": 1, "b": 0, "c": 0}, {"a": 0.1, "b": 30, "c": 30})
+    began = time.monotonic()
+    _, probes = _run2_and_probes(
+        mock.sentinel.tree, "cmd", {"outputs": [], "watch": []}, [0, 1, 2], ["a", "b", "c"]
+    )
+    assert time.monotonic() - began < 10
+    assert [p.result.exit_code for p in probes] == [1]
+    assert "end b cancelled" in seen
+    assert "end run 2 0" in seen  # run 2 is never cancelled
+
+
+def test_with_one_slot_nothing_runs_beside_run_2(monkeypatch, settings) -> None:
+    """One slot: run 2, then each probe in turn, and none past the first conclusive one."""
+    from submissions.runs.replay import _run2_and_probes
+
+    settings.REPLAY_MISSING_PROBES = 1
+    seen = _fake_runs(monkeypatch, {"a": 0, "b": 1, "c": 1}, {})
+    _run2_and_probes(mock.sentinel.tree, "cmd", {"outputs": [], "watch": []}, [7], ["a", "b", "c"])
+    assert seen == [
+        "start run 2 slot 7", "end run 2 0", "start a slot 7", "end a 0", "start b slot 7",
+        "end b 1",
+    ]  # fmt: skip
+
+
+def test_on_a_busy_host_no_probe_starts_ahead_of_need(monkeypatch, settings) -> None:
+    """No idle core: a probe starts only once every earlier one has ended inconclusive,
+    though a slot is free (a run that may be dropped would slow those that count)."""
+    from submissions.runs.replay import _run2_and_probes
+
+    settings.REPLAY_MISSING_PROBES = 1
+    seen = _fake_runs(monkeypatch, {"a": 1, "b": 0}, {"a": 0.2}, idle_core=False)
+    _run2_and_probes(mock.sentinel.tree, "cmd", {"outputs": [], "watch": []}, [0, 1, 2], ["a", "b"])
+    assert [line for line in seen if line.startswith("start")] == [
+        "start run 2 slot 0", "start a slot 1",
+    ]  # fmt: skip
+
+
+def test_run_1s_copy_goes_on_its_slot_while_run_2_starts_on_another(monkeypatch, settings) -> None:
+    """Run 1's workspace (its slot's uid) is removed before that slot runs anything else;
+    run 2 does not wait for it when another slot is free, and waits when none is."""
+    import threading
+    import time
+
+    from submissions import sandbox
+    from submissions.runs.replay import _run2_and_probes
+
+    settings.REPLAY_MISSING_PROBES = 1
+    seen = _fake_runs(monkeypatch, {"a": 1}, {"run 2": 0.1})
+    lock = threading.Lock()
+
+    def remove(path) -> None:
+        with lock:
+            seen.append(f"remove {path}")
+        time.sleep(0.2)
+        with lock:
+            seen.append(f"removed {path}")
+
+    monkeypatch.setattr(sandbox, "remove_workspace", remove)
+    common = {"outputs": [], "watch": []}
+    _run2_and_probes(mock.sentinel.tree, "cmd", common, [0, 1], ["a"], leftover="ws1")
+    assert seen[:2] == ["remove ws1", "start run 2 slot 1"]
+    on_slot_0 = [i for i, line in enumerate(seen) if line.endswith("slot 0")]
+    assert all(i > seen.index("removed ws1") for i in on_slot_0)
+    seen.clear()
+    _run2_and_probes(mock.sentinel.tree, "cmd", common, [0], ["a"], leftover="ws1")
+    assert seen[:3] == ["remove ws1", "removed ws1", "start run 2 slot 0"]
