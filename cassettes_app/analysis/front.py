@@ -1,6 +1,6 @@
-"""The first half of analysing one file: read, parse and text-scan it, in any process.
+"""The first half of analysing one file: read, parse, scan and digest it, in any process.
 
-`examine` needs only the file's place and the analysis limits, and returns plain data, so
+`examine` needs only the file's place and the analysis settings, and returns plain data, so
 a large tree's files can be examined by a pool of processes (`examined`) while the
 analyser goes on with the files already done, in the tree's order. The results are the
 same either way: one function does the work in both.
@@ -149,13 +149,15 @@ def examine(front: FrontConfig, rel: str, role: str) -> Examined:
     done = Examined(rel, role, data, size, sha, result)
     # The tree scan's text scan of the file, done while its bytes are here; a file too
     # large (or unreadable) is left to the tree scan, which reads or reports it.
+    text_scanned = False
     if data is not None and len(data) <= config.max_scan_file_bytes:
         done.scanned = True
-        if data and not looks_binary(data[:8192]):
+        text_scanned = not looks_binary(data[:8192])
+        if data and text_scanned:
             hits, profile = secrets.scan_and_profile(data.decode("utf-8", "replace"), rel)
             done.hits = tuple(hits)
             done.profile = profile if literal_bodies(result, data) else None
-    _digest(config, done, result)
+    _digest(config, done, result, text_scanned)
     done.response_ids = [tuple(response_ids(r.interactions)) for r in result.recordings]
     # All the analyser needs of the file's bytes, and of its bodies' text and JSON, is
     # above: only the bodies' bytes (what is stored) go on.
@@ -178,16 +180,15 @@ def _lean_body(body: Body) -> Body:
     return replace(body, text=None, json=None)
 
 
-def _digest(config: AnalysisConfig, done: Examined, result: ParseResult) -> None:
-    """The compact facts of one parsed file; the secrets of its structured parts."""
+def _digest(
+    config: AnalysisConfig, done: Examined, result: ParseResult, text_scanned: bool
+) -> None:
+    """The compact facts of one parsed file; the secrets of its structured parts (bodies
+    whose text is literally in a text-scanned file need no second scan)."""
     rel, role, data, size, sha = done.rel, done.role, done.data, done.size, done.sha
     found = done.found
     for hop in result.hops:
         _hop_secrets(found, rel, hop)
-    # Bodies whose text is literally in a text-scanned file need no second scan.
-    text_scanned = (
-        data is not None and size <= config.max_scan_file_bytes and not looks_binary(data[:8192])
-    )
     cache: list[Any] = []
 
     def load_doc() -> Any:
@@ -364,10 +365,8 @@ class _Worker:
 
     def _write(self, value: Any) -> None:
         assert self.process.stdin is not None
-        data = _dumps(value)
         try:
-            self.process.stdin.write(len(data).to_bytes(8, "little") + data)
-            self.process.stdin.flush()
+            _write(self.process.stdin, value)
         except BrokenPipeError:
             raise RuntimeError(self._ended()) from None
 
@@ -454,12 +453,17 @@ _DISPATCH: dict[type, Callable[[Any], Any]] = {
 }
 
 
-def _dumps(value: Any) -> bytes:
+def _write(stream: IO[bytes], value: Any) -> None:
+    """Send one value: its pickle's length (8 bytes), then the pickle (see _read)."""
     buffer = io.BytesIO()
+    buffer.write(bytes(8))
     pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
     pickler.dispatch_table = _DISPATCH
     pickler.dump(value)
-    return buffer.getvalue()
+    data = buffer.getbuffer()
+    data[:8] = (len(data) - 8).to_bytes(8, "little")
+    stream.write(data)
+    stream.flush()
 
 
 def _read(stream: IO[bytes]) -> Any:
@@ -484,9 +488,7 @@ def _serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
                 answer: tuple[bool, Any, int] = (True, done, _peak_kib())
             except Exception as exc:
                 answer = (False, f"{type(exc).__name__}: {exc}", _peak_kib())
-            data = _dumps(answer)
-            stdout.write(len(data).to_bytes(8, "little") + data)
-            stdout.flush()
+            _write(stdout, answer)
     except (EOFError, BrokenPipeError):
         return
 
