@@ -11,6 +11,7 @@ import pytest
 import yaml
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
+from playwright.sync_api import expect
 
 from reviewer.ops.demo import DEMO_DIR, zip_tree
 from submissions.assignments import assignment_apply, assignment_values
@@ -208,7 +209,7 @@ def test_reviewer_journey(browser, live_server, start_worker, tmp_path) -> None:
         page.reload()
     assert "1 differ" in page.locator("p.card").inner_text()
     page.click(f"text={changed.relative_to(rerecorded).as_posix()} >> xpath=../.. >> a")
-    assert page.locator("tr.first td strong", has_text="first divergence").count() == 1
+    expect(page.locator("tr.first td strong", has_text="first divergence")).to_have_count(1)
     assert page.locator("td ins").count() > 0  # the changed words are highlighted
     _shot(page, "rerecord")
 
@@ -397,7 +398,9 @@ def test_hiring_lead_journey(browser, live_server, tmp_path) -> None:
     # Flagged only: the one split candidate.
     lead.check("input[name=flagged]")
     lead.click("form.filters button[type=submit]")
-    assert lead.locator("tbody.candidate").count() == 1
+    # A plain GET form: the click starts a navigation, count() would not wait for it.
+    lead.wait_for_url(re.compile(r".*[?&]flagged=1.*"))
+    expect(lead.locator("tbody.candidate")).to_have_count(1)
     assert "Split Person" in lead.locator("tbody.candidate").inner_text()
     # The dot chart names each reviewer's total for screen readers.
     label = lead.locator("figure.dot-chart g[role=img]").first.get_attribute("aria-label")
