@@ -3,14 +3,17 @@ gives, file for file, and a small tree is never handed to one."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import gzip
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -219,3 +222,70 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+_SENDER = """
+import signal, sys
+from cassettes_app.analysis import front
+signal.signal(signal.SIGUSR1, lambda *_: None)
+print("ready", flush=True)
+for i in range(20):
+    front._write(sys.stderr.buffer, [bytes([i]) * 300_000 for _ in range(8)])
+"""
+
+
+def test_frames_arrive_whole_while_signals_interrupt_the_writes() -> None:
+    """Each signal cuts a pipe write short; the buffered file objects then lost bytes and
+    every later frame was read from the wrong place ('invalid load key')."""
+    sender = subprocess.Popen(
+        [sys.executable, "-c", _SENDER],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=front._PACKAGE_ROOT,
+    )
+    assert sender.stdout is not None and sender.stderr is not None
+    assert sender.stdout.readline() == b"ready\n"
+    stop = threading.Event()
+
+    def interrupt() -> None:
+        while not stop.is_set() and sender.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(sender.pid, signal.SIGUSR1)
+            time.sleep(0.0002)
+
+    hammer = threading.Thread(target=interrupt)
+    hammer.start()
+    try:
+        for i in range(20):
+            value = front._read(sender.stderr)
+            assert value == [bytes([i]) * 300_000] * 8, f"frame {i}"
+            time.sleep(0.005)  # the pipe fills while the reader is away
+    finally:
+        stop.set()
+        hammer.join()
+        sender.kill()
+        sender.wait()
+
+
+def test_pool_processes_go_on_while_the_analyser_is_busy(tmp_path: Path) -> None:
+    """A process's answers are read as it writes them: it examines every chunk it holds
+    without waiting for the analyser to ask (an answer is larger than a pipe holds)."""
+    for i in range(front._AHEAD * front._CHUNK):
+        body = {
+            "key": f"{i:08x}",
+            "request": {"messages": [{"role": "user", "content": "x" * 100_000}]},
+        }
+        (tmp_path / f"r{i}.json").write_text(json.dumps(body))
+    files = sorted((p.name, "recording") for p in tmp_path.iterdir())
+    worker = front._Worker(FrontConfig(tmp_path, _config()))
+    try:
+        for start in range(0, len(files), front._CHUNK):
+            worker.send(files[start : start + front._CHUNK])
+        deadline = time.monotonic() + 30
+        while worker.answers.qsize() < front._AHEAD and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert worker.answers.qsize() == front._AHEAD, "the process waited to be read"
+        assert [d.rel for d in worker.receive()] == [rel for rel, _ in files[: front._CHUNK]]
+    finally:
+        worker.close()
+    assert worker.process.poll() is not None
