@@ -28,6 +28,14 @@ PENDING_MAX_BYTES = 4 * 1024 * 1024
 SEEN_MAX = 65_536
 
 
+class RawJson(str):
+    """JSON text that a plain JSONField column takes as it is in `bulk_insert` (the value
+    stored is the text, not a JSON string holding it). It must be what json.dumps would
+    write, defaults and all: it is stored unchecked."""
+
+    __slots__ = ()
+
+
 def bulk_insert(
     model: type[Model], objs: Sequence[Model | SimpleNamespace], *, ignore_conflicts: bool = False
 ) -> None:
@@ -144,6 +152,8 @@ def _preparer(field: Field, connection: BaseDatabaseWrapper) -> Callable[[Any], 
             value = getattr(obj, attname)
             if type(value) is dict or type(value) is list:
                 return adapt(value, encoder)
+            if type(value) is RawJson:
+                return str(value)  # the drivers bind a plain str only
             return prep(value, connection)
 
         return json_value

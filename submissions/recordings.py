@@ -25,7 +25,7 @@ from cassettes_app.analysis.sources import source_files
 from cassettes_app.parsed import Body, ParsedFinding, ParsedRecording
 from cassettes_app.response_ids import ResponseIdFound
 from cassettes_app.secrets import TextProfile, redact_message
-from submissions.blobs import BlobWriter, bulk_insert, row_maker
+from submissions.blobs import BlobWriter, RawJson, bulk_insert, row_maker
 from submissions.models import (
     Finding,
     Interaction,
@@ -40,7 +40,7 @@ from submissions.models import (
 from submissions.redact import redact_header, redact_text
 
 _BATCH = 1000
-# Characters of message text queued in Turn rows before they are written.
+# Characters of message JSON queued in Turn rows before they are written.
 _TURN_BATCH_CHARS = 4_000_000
 
 
@@ -339,12 +339,25 @@ def _turns_store(submission: Submission, analyzer: Analyzer, store: _Store) -> N
     counted: dict[str, int] = {}
     turns: list[SimpleNamespace] = []
     chars = 0
-    for thread_index, turn in analyzer.turn_views():
+    for thread_index, turn in analyzer.turn_json():
         counted[turn.path] = counted.get(turn.path, 0) + 1
-        # Never store a credential in full.
+        # Never store a credential in full. A file that can hold none (an empty profile)
+        # has its turns' JSON stored as the spool keeps it.
         profile = store.turn_profiles.get(turn.path)
-        new_messages = [redact_message(m, profile=profile) for m in turn.new_messages]
-        response = redact_message(turn.response, profile=profile) if turn.response else None
+        new_messages: list[dict[str, Any]] | RawJson
+        response: dict[str, Any] | RawJson | None
+        if profile is not None and profile.empty:
+            new_messages = RawJson("[" + ", ".join(turn.new_messages) + "]")
+            response = RawJson(turn.response) if turn.response is not None else None
+        else:
+            new_messages = [
+                redact_message(json.loads(m), profile=profile) for m in turn.new_messages
+            ]
+            response = (
+                redact_message(json.loads(turn.response), profile=profile)
+                if turn.response is not None
+                else None
+            )
         turns.append(
             _turn_row(
                 submission_id=submission.pk,
@@ -358,7 +371,7 @@ def _turns_store(submission: Submission, analyzer: Analyzer, store: _Store) -> N
                 usage=turn.usage or {},
             )
         )
-        chars += _turn_chars(turn)
+        chars += sum(map(len, turn.new_messages)) + len(turn.response or "")
         if len(turns) >= _BATCH or chars >= _TURN_BATCH_CHARS:
             bulk_insert(Turn, turns)
             turns.clear()
@@ -438,16 +451,3 @@ def unlogged_queries() -> Iterator[None]:
         yield
     finally:
         del connection.make_debug_cursor
-
-
-def _turn_chars(turn: Any) -> int:
-    """Roughly how much text a turn row carries (to size Turn batches)."""
-    total = 0
-    for message in [*turn.new_messages, turn.response or {}]:
-        total += len(message.get("text") or "")
-        for result in message.get("tool_results") or ():
-            total += len(result.get("content") or "")
-        for call in message.get("tool_calls") or ():
-            args = call.get("arguments")
-            total += len(args) if isinstance(args, str) else 64
-    return total

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
@@ -25,6 +26,7 @@ from cassettes_app.analysis.reports import FileReport
 from cassettes_app.analysis.turns import (
     MEMO_MAX,
     ThreadView,
+    TurnJson,
     TurnSpool,
     TurnView,
     message_dict,
@@ -240,11 +242,11 @@ class Analyzer:
         offsets = []
         for message in parts.request:
             request_keys.append(keys.setdefault(message.key, message.key))
-            offsets.append(spool.add_pickled(message.data, message.digest))
+            offsets.append(spool.add_shared(message.data, message.digest))
         reply = reply_at = None
         if parts.reply is not None:
             reply = keys.setdefault(parts.reply.key, parts.reply.key)
-            reply_at = spool.add_pickled(parts.reply.data, parts.reply.digest)
+            reply_at = spool.add_shared(parts.reply.data, parts.reply.digest)
         payload = spool.add((parts.usage, tuple(offsets), reply_at))
         model = parts.model
         if isinstance(model, str):
@@ -338,6 +340,47 @@ class Analyzer:
             for turn in thread.turns:
                 yield index, self._turn_view(turn)
 
+    def turn_json(self) -> Iterator[tuple[int, TurnJson]]:
+        """`turn_views` with each message as the JSON text the spool keeps (what a JSON
+        column stores), not parsed again."""
+        for index, thread in enumerate(self._analyse()[0]):
+            for turn in thread.turns:
+                if turn.payload is None:
+                    view = self._turn_view(turn)
+                    yield (
+                        index,
+                        TurnJson(
+                            view.index,
+                            view.path,
+                            view.interaction_index,
+                            [json.dumps(m, default=str) for m in view.new_messages],
+                            json.dumps(view.response, default=str) if view.response else None,
+                            view.model,
+                            view.usage,
+                        ),
+                    )
+                    continue
+                path, interaction_index = turn.exchange_ref
+                spool = self._spooled()
+                usage, offsets, reply_at = spool.get(turn.payload)
+                yield (
+                    index,
+                    TurnJson(
+                        turn.index,
+                        path,
+                        interaction_index,
+                        [spool.get_bytes(o).decode("ascii") for o in offsets[turn.cut :]],
+                        spool.get_bytes(reply_at).decode("ascii") if reply_at is not None else None,
+                        turn.model,
+                        dict(usage) if isinstance(usage, dict) else {},
+                    ),
+                )
+
+    def _spooled(self) -> TurnSpool:
+        if self._spool is None:
+            raise RuntimeError("turn texts were dropped by close(); run files() again")
+        return self._spool
+
     def _turn_view(self, turn: threads.ParsedTurn) -> TurnView:
         path, interaction_index = turn.exchange_ref
         if turn.payload is None:  # a plain Exchange (never from files(), kept for callers)
@@ -345,11 +388,10 @@ class Analyzer:
             response = message_dict(turn.response) if turn.response else None
             usage = dict(turn.usage)
         else:
-            if self._spool is None:
-                raise RuntimeError("turn texts were dropped by close(); run files() again")
-            usage, offsets, reply_at = self._spool.get(turn.payload)
-            new_messages = [self._spool.get(offset) for offset in offsets[turn.cut :]]
-            response = self._spool.get(reply_at) if reply_at is not None else None
+            spool = self._spooled()
+            usage, offsets, reply_at = spool.get(turn.payload)
+            new_messages = [json.loads(spool.get_bytes(o)) for o in offsets[turn.cut :]]
+            response = json.loads(spool.get_bytes(reply_at)) if reply_at is not None else None
             usage = dict(usage) if isinstance(usage, dict) else {}
         return TurnView(
             index=turn.index,

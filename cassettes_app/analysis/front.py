@@ -34,7 +34,7 @@ from cassettes_app.analysis.turns import (
     body_payload,
     compact_message,
     lean_key,
-    message_dict,
+    message_json,
     small_usage,
     spool_digest,
 )
@@ -70,7 +70,7 @@ _AHEAD = 4
 
 @dataclass(frozen=True, slots=True)
 class Spooled:
-    """One message of an exchange as threading keys it and the spool keeps it (pickled)."""
+    """One message of an exchange as threading keys it and the spool keeps it (its JSON)."""
 
     key: tuple
     data: bytes
@@ -227,7 +227,7 @@ def _digest(
 
 
 def _spooled(message: Message) -> Spooled:
-    data = pickle.dumps(message_dict(message), protocol=pickle.HIGHEST_PROTOCOL)
+    data = message_json(message)
     return Spooled(lean_key(threads.message_key(message)), data, spool_digest(data))
 
 

@@ -33,6 +33,20 @@ class TurnView:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnJson:
+    """A TurnView whose messages are still the JSON text the spool keeps (`message_json`):
+    what storing a turn needs, without parsing and dumping every message again."""
+
+    index: int
+    path: str
+    interaction_index: int
+    new_messages: list[str]
+    response: str | None
+    model: str | None
+    usage: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class ThreadView:
     """One rebuilt conversation; a fork names (thread index, turn position) it left."""
 
@@ -136,6 +150,12 @@ def message_dict(message: Message) -> dict[str, Any]:
     return out
 
 
+def message_json(message: Message) -> bytes:
+    """`message_dict` as the JSON text a JSONField stores it (json.dumps' defaults, so the
+    text is ASCII); a value JSON cannot hold (a YAML date, bytes) as its str()."""
+    return json.dumps(message_dict(message), default=str).encode("ascii")
+
+
 # Key parts longer than this are kept as a 128-bit digest: threads only compare keys.
 _KEY_PART_MAX = 32
 
@@ -168,16 +188,16 @@ MEMO_MAX = 65_536
 
 
 def spool_digest(data: bytes) -> bytes:
-    """What tells the spool's shared values apart: a 128-bit digest of their pickle."""
+    """What tells the spool's shared values apart: a 128-bit digest of their bytes."""
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
 class TurnSpool:
     """What the turns of a conversation show, kept in a temporary file instead of memory.
 
-    Each distinct message (as `message_dict` renders it) is written once, whatever the
-    number of requests repeating it (within the last MEMO_MAX distinct ones); an exchange
-    keeps only the offsets of its messages.
+    Each distinct message (its `message_json`) is written once, whatever the number of
+    requests repeating it (within the last MEMO_MAX distinct ones); an exchange keeps only
+    the offsets of its messages (pickled, with its usage).
     """
 
     def __init__(self) -> None:
@@ -197,14 +217,14 @@ class TurnSpool:
         return offset
 
     def add(self, value: Any, *, shared: bool = False) -> int:
-        """Store a value; `shared` ones are stored once per distinct content."""
+        """Store a value (read back by `get`); `shared` ones once per distinct content."""
         data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         if not shared:
             return self._write(data)
-        return self.add_pickled(data, spool_digest(data))
+        return self.add_shared(data, spool_digest(data))
 
-    def add_pickled(self, data: bytes, digest: bytes) -> int:
-        """Store a pickled value once per distinct content (`digest`: `spool_digest(data)`)."""
+    def add_shared(self, data: bytes, digest: bytes) -> int:
+        """Store bytes once per distinct content (`digest`: `spool_digest(data)`)."""
         offset = self._offsets.get(digest)
         if offset is None:
             if len(self._offsets) >= MEMO_MAX:
@@ -213,13 +233,17 @@ class TurnSpool:
         return offset
 
     def get(self, offset: int) -> Any:
-        """The value stored at `offset` (a fresh copy each time)."""
+        """The value `add` stored at `offset` (a fresh copy each time)."""
+        return pickle.loads(self.get_bytes(offset))  # noqa: S301 - our own temporary file
+
+    def get_bytes(self, offset: int) -> bytes:
+        """The bytes stored at `offset`."""
         if not self._reading:
             self._file.flush()
             self._reading = True
         self._file.seek(offset)
         size = int.from_bytes(self._file.read(8), "little")
-        return pickle.loads(self._file.read(size))  # noqa: S301 - our own temporary file
+        return self._file.read(size)
 
     def close(self) -> None:
         self._file.close()

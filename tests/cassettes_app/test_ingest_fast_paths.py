@@ -280,6 +280,25 @@ def test_the_job_redacts_bodies_and_counts_turns_as_before(db: None) -> None:
     )
     assert KEY.encode() not in stored
     assert b"Zq8s7Hk2Lm4Np6Rt9Vw3" not in stored
+    # The turns too: the secret-free file's JSON is stored as the spool keeps it, the
+    # others' messages are redacted first.
+    turns = json.dumps(list(Turn.objects.values_list("new_messages", "response")))
+    assert KEY not in turns
+    assert "tell me" in turns
+
+
+def test_turn_texts_of_a_secret_free_file_are_stored_as_recorded(db: None) -> None:
+    """A file no rule can fire on has its turns' JSON stored without a parse and dump:
+    every character, escapes and a reply included, reads back as it was recorded."""
+    text = r"caf\u00e9 \u2713 \"quoted\" \\ back\nslash \ud83d\ude00 \u00ff end"
+    doc = _cassette("placeholder", 0)
+    doc["request"]["messages"] = [{"role": "system", "content": "be brief"},
+                                  {"role": "user", "content": "PLACE"}]  # fmt: skip
+    raw = json.dumps(doc).replace('"PLACE"', f'"{text}"')
+    submission, _ = _ingest({"README.md": "# x\n", "cassettes/a.json": raw})
+    (turn,) = Turn.objects.filter(submission=submission)
+    assert [m["text"] for m in turn.new_messages] == ["be brief", json.loads(f'"{text}"')]
+    assert turn.response is not None and turn.response["role"] == "assistant"
 
 
 def test_the_job_keeps_no_debug_query_log_unless_asked(db: None, settings) -> None:
@@ -436,6 +455,28 @@ def test_bulk_insert_skips_stored_and_repeated_keys(db: None) -> None:
         "b" * 64: b"new",
         "c" * 64: b"fast",
     }
+
+
+def test_bulk_insert_stores_raw_json_as_the_json_it_holds(db: None) -> None:
+    """A RawJson value is the column's JSON, read back as the value json.dumps wrote it
+    from; a plain str is still a JSON string."""
+    from submissions.blobs import RawJson, bulk_insert, row_maker
+
+    submission, _ = _ingest({"README.md": "# x\n"})
+    messages = [{"role": "user", "text": "caf\u00e9 \U0001f600", "tool_calls": [], "n": 1.5}]
+    make = row_maker(Turn)
+    common = {"submission_id": submission.pk, "recording_id": None, "interaction_index": 0,
+              "model": "", "usage": {}}  # fmt: skip
+    bulk_insert(Turn, [
+        make(thread=0, index=0, new_messages=RawJson(json.dumps(messages)),
+             response=RawJson(json.dumps(messages[0])), **common),
+        make(thread=1, index=0, new_messages=messages, response="plain", **common),
+    ])  # fmt: skip
+    rows = Turn.objects.filter(submission=submission).order_by("thread")
+    assert [(t.new_messages, t.response) for t in rows] == [
+        (messages, messages[0]),
+        (messages, "plain"),
+    ]
 
 
 def test_bulk_insert_stores_text_columns_as_bulk_create_does(db: None) -> None:
