@@ -290,7 +290,7 @@ TIERS: dict[str, list[tuple[str, ...]]] = {
         ("submissions.sandbox", "submissions.deps", "submissions.net"),
         ("submissions.jobs",),  # what a handler sees, job states, the queue
         ("submissions.models", "submissions.blobs", "submissions.redact", "submissions.roles",
-         "submissions.sealed"),
+         "submissions.sealed", "submissions.pgtext"),
     ],
     "cassettes_app": [
         ("cassettes_app.pairing", "cassettes_app.diff", "cassettes_app.apps",
