@@ -423,7 +423,7 @@ class _Worker:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        self.reader.join()  # its stdout has ended with the process
+        self.reader.join(timeout=10)  # its stdout has ended with the process
         if self.process.stdout is not None:
             self.process.stdout.close()
         return self.peak_kib
@@ -481,8 +481,8 @@ def _write(stream: IO[bytes], value: Any) -> None:
     """Send one value: its pickle's length (8 bytes), then the pickle (see _read).
 
     Written to the descriptor itself, in a loop over partial writes: the buffered file
-    objects lost a large answer's bytes under a tracer's stops (py-spy), after which every
-    later frame was read from the wrong place.
+    objects lost bytes of a large answer whose write a signal cut short (a tracer's stops,
+    any handled signal), after which every later frame was read from the wrong place.
     """
     buffer = io.BytesIO()
     buffer.write(bytes(8))
