@@ -475,9 +475,12 @@ def evidence_html(
 ) -> dict[str, str]:
     """The page's evidence sections as HTML, cached while no job of the submission runs.
 
-    Only jobs write what these sections show (checks, recordings, turns, trace rows,
-    findings, logs). Once every job has ended the rows stay as they are until a job is
-    queued or runs again, which changes the jobs' states: the cache key holds them.
+    Only a running job writes what these sections show (checks, recordings, turns, trace
+    rows, findings, logs). While none runs the rows stay as they are until a job is queued
+    or starts, which changes the jobs' states and attempts: the cache key holds them. (A
+    job only queued writes nothing: a hand-in whose replay waits for a worker is read
+    once, not on every view. A job that starts counts an attempt, so a job queued again
+    never meets an entry from before it ran.)
     """
     submission: Submission = context["submission"]
     jobs: list[Job] = context["jobs"]
@@ -507,7 +510,7 @@ def evidence_html(
             for part in _EVIDENCE_PARTS
         }
 
-    if context["jobs_active"]:
+    if any(job.state == Job.State.RUNNING for job in jobs):
         html = build()
     else:
         signature = (

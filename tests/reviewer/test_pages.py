@@ -376,7 +376,8 @@ def test_long_lists_paginate_each_by_its_own_parameter(rf, reviewer, assignment,
 def test_evidence_is_cached_once_jobs_end_and_rebuilt_when_a_job_runs(
     client, reviewer, assignment, candidate
 ) -> None:
-    """What the jobs found is built once after they end; a running job is never cached."""
+    """What the jobs found is built once while none runs (queued or ended); a running job
+    is never cached, and each change of a job's state builds anew."""
     from unittest import mock
 
     from reviewer.views import submission as views
@@ -390,12 +391,18 @@ def test_evidence_is_cached_once_jobs_end_and_rebuilt_when_a_job_runs(
     with mock.patch.object(views, "evidence_context", side_effect=real) as built:
         client.get(s.get_absolute_url())
         client.get(s.get_absolute_url())
-        assert built.call_count == 2  # the intake job is queued: never cached
+        assert built.call_count == 1  # the intake job is only queued: it wrote nothing
+
+        s.jobs.update(state=Job.State.RUNNING, attempts=1)
+        Finding.objects.create(submission=s, kind="midway", path="m.json", message="mid")
+        assert "midway" in client.get(s.get_absolute_url()).content.decode()
+        client.get(s.get_absolute_url())
+        assert built.call_count == 3  # running: built on every view
 
         s.jobs.update(state=Job.State.PASSED)
         first = client.get(s.get_absolute_url()).content.decode()
         again = client.get(s.get_absolute_url()).content.decode()
-        assert built.call_count == 3  # built once, then read from the cache
+        assert built.call_count == 4  # built once, then read from the cache
         assert again.split("<main")[1].split('name="csrfmiddlewaretoken"')[0] in first
         assert "first" in again and "one" in again
 
@@ -405,9 +412,9 @@ def test_evidence_is_cached_once_jobs_end_and_rebuilt_when_a_job_runs(
         job.attempts += 1
         job.save()
         assert "second" in client.get(s.get_absolute_url()).content.decode()
-        assert built.call_count == 4
-        client.get(s.get_absolute_url(), {"findings": "1"})  # another page: its own entry
         assert built.call_count == 5
+        client.get(s.get_absolute_url(), {"findings": "1"})  # another page: its own entry
+        assert built.call_count == 6
 
 
 def test_the_assignment_page_says_what_it_checks_and_why_not(client, reviewer) -> None:
