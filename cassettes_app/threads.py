@@ -139,6 +139,9 @@ class _Index:
         self.continued: dict[int, list[int]] = {}
         # hash(request) of exchanges without a recorded response; the reply is unknown
         self.open: dict[int, list[int]] = {}
+        # Each recorded reply, with the request message it answered (see `answered`).
+        self.replies: set[tuple[tuple, tuple]] = set()
+        self.reply_keys: set[tuple] = set()
         for i, (ref, ex) in enumerate(exchanges):
             reply = None
             if isinstance(ex, KeyedExchange):
@@ -159,6 +162,8 @@ class _Index:
                 continue  # an empty request cannot be the start of anything
             if reply is not None:
                 self.continued.setdefault(hash((h, reply)), []).append(i)
+                self.replies.add((keys[-1], reply))
+                self.reply_keys.add(reply)
             else:
                 self.open.setdefault(h, []).append(i)
 
@@ -181,6 +186,16 @@ class _Index:
                 if len(other.keys) == cut - 1 and other.keys[-1] == node.keys[cut - 2]:
                     return j
         return None
+
+    def answered(self, i: int, pos: int) -> bool:
+        """Whether the assistant message at node i's position `pos` is some recording's
+        reply to the same message before it, whatever came earlier: an agent that sends
+        only its last few messages (a sliding window) recorded each turn, though no
+        recorded request + reply is a prefix of its later requests."""
+        keys = self.nodes[i].keys
+        if pos == 0:
+            return keys[0] in self.reply_keys
+        return (keys[pos - 1], keys[pos]) in self.replies
 
     def parent(self, i: int) -> tuple[int | None, int]:
         """Return (closest earlier exchange that node i continues, where its new messages start)."""
@@ -309,7 +324,7 @@ def _blobs(index: _Index, parent: list[int | None], min_turns: int) -> list[Any]
         for pos, key in enumerate(node.keys):
             if key[0] != "assistant" or shared.get(node.prefix[pos + 1], 0) >= 2:
                 continue
-            if index.covers(i, pos + 1) is None:
+            if index.covers(i, pos + 1) is None and not index.answered(i, pos):
                 uncovered += 1
         if uncovered >= min_turns:
             flagged.append(node.ref)

@@ -245,6 +245,46 @@ def test_few_shot_examples_are_not_blobs() -> None:
     assert multi_turn_blobs(exchanges) == ["blob"]
 
 
+def _windowed(calls: int, window: int) -> list[tuple[str, Exchange]]:
+    """An agent that sends its system prompt and only its last `window` messages: every
+    call recorded, one per file, and no request a prefix of a later one."""
+    history: list[dict] = []
+    out = []
+    for n in range(calls):
+        history.append({"role": "user", "content": f"ticket {n}: refund ord_{n}"})
+        request = {"model": "gpt-4o-mini", "messages": [SYSTEM, *history[-window:]]}
+        reply = {"role": "assistant", "content": f"Refunded ord_{n}."}
+        out.append((f"call/{n}", normalise(request, _chat_response(reply, "stop"))))
+        history.append(reply)
+    return out
+
+
+def test_a_sliding_window_of_recorded_turns_is_not_a_blob() -> None:
+    exchanges = _windowed(10, 5)
+    assert multi_turn_blobs(exchanges) == []
+    # The same requests with the calls before the last one left unrecorded: a blob.
+    assert multi_turn_blobs([exchanges[0], exchanges[-1]]) == ["call/9"]
+
+
+def test_a_reply_recorded_to_another_message_does_not_cover_a_turn() -> None:
+    """A turn counts as recorded when some recording answered the same message with it,
+    not when the same words were answered to something else."""
+    exchanges = _windowed(3, 5)
+    request = {
+        "model": "gpt-4o-mini",
+        "messages": [
+            SYSTEM,
+            {"role": "user", "content": "something else"},
+            {"role": "assistant", "content": "Refunded ord_0."},
+            {"role": "user", "content": "and another"},
+            {"role": "assistant", "content": "Refunded ord_1."},
+            {"role": "user", "content": "last"},
+        ],
+    }
+    reply = _chat_response({"role": "assistant", "content": "done"}, "stop")
+    assert multi_turn_blobs([*exchanges, ("made-up", normalise(request, reply))]) == ["made-up"]
+
+
 def _synthetic(n_threads: int, turns: int) -> list[tuple[tuple[int, int], Exchange]]:
     """Build n_threads tool loops of `turns` calls each, with fresh Message objects per call."""
     out = []
