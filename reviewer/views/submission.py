@@ -46,6 +46,7 @@ from reviewer.review.scoring import (
     reviews_visible_to,
     score_save,
     scoring_offered,
+    sees_others,
 )
 from reviewer.review.verdict import Verdict, chip, verdict_for
 from reviewer.review.worklist import queue_for
@@ -63,9 +64,13 @@ from submissions.selectors import cohort_others, evidence_context, jobs_context
 
 
 def _rubric_context(
-    request: HttpRequest, submission: Submission, all_checks: list | None = None
+    request: HttpRequest,
+    submission: Submission,
+    all_checks: list | None = None,
+    see_all: bool | None = None,
 ) -> dict[str, object]:
-    """The rubric pane: the user's own scores as forms, and what others' reviews may show."""
+    """The rubric pane: the user's own scores as forms, and what others' reviews may show.
+    `see_all`: `sees_others` for this user, when the caller read it already."""
     review = review_for(submission=submission, reviewer=request.user)
     if review is None:
         return {"review": None}
@@ -104,7 +109,7 @@ def _rubric_context(
         "recommendation_refused": refused and not unscored and not review.recommendation,
         "recommendation_choices": Review.Recommendation.choices,
         "visible_reviews": reviews_visible_to(request.user, submission, all_checks),
-        "history": events_visible_to(request.user, submission),
+        "history": events_visible_to(request.user, submission, see_all),
         "check_statuses": statuses,
     }
 
@@ -223,10 +228,12 @@ def submission_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def _sections(request: HttpRequest, submission: Submission, context: dict) -> list:
     """What the jobs change on the page (evidence, rubric, verdict), into `context`; the
     submission's checks, read once for all three."""
-    context["pin_notes"] = visible_pins(request.user, submission)
+    # Whether this user sees others' notes and history: read once for the pins and the rubric.
+    see_all = sees_others(request.user, submission)
+    context["pin_notes"] = visible_pins(request.user, submission, see_all)
     checks = list(submission.checks.all())
     context["evidence"] = evidence_html(request, context, checks)
-    context.update(_rubric_context(request, submission, checks))
+    context.update(_rubric_context(request, submission, checks, see_all))
     context["verdict"] = _verdict(submission, checks, context)
     return checks
 
