@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Model, OuterRef, Q, QuerySet, Subquery
 
 from cassettes_app.checks import counted
 from cassettes_app.checks.catalog import (
@@ -27,7 +27,16 @@ from cassettes_app.checks.catalog import (
 from cassettes_app.checks.rules import shape_rules
 from submissions.checks.cohort import OTHER
 from submissions.checks.probe_exchanges import EVIDENCE_CHARS, PROBE_LINES, Exchange
-from submissions.models import Assignment, CheckResult, Job, Recording, Submission
+from submissions.models import (
+    Assignment,
+    CheckResult,
+    Finding,
+    Job,
+    Recording,
+    Submission,
+    TraceRow,
+    Turn,
+)
 
 _LIST_CAP = 200
 
@@ -84,11 +93,30 @@ def _secret_paths(checks: list[CheckResult]) -> set[str]:
     return set()
 
 
-def _page(queryset: QuerySet, size: int, number: str | None) -> Page:
-    """One page of a long list (two queries: count and slice), evaluated for the template."""
-    page = Paginator(queryset, size).get_page(number)
+def _page(queryset: QuerySet, size: int, number: str | None, count: int) -> Page:
+    """One page of a long list of `count` rows (one query: the slice), evaluated for the
+    template."""
+    paginator = Paginator(queryset, size)
+    paginator.__dict__["count"] = count  # its cached_property, read by _counts for all lists
+    page = paginator.get_page(number)
     page.object_list = list(page.object_list)
     return page
+
+
+def _counts(submission: Submission, models: Mapping[str, type[Model]]) -> dict[str, int]:
+    """How many rows of each model the submission has, in one query (a page's lists)."""
+    values = {
+        f"count_{name}": Subquery(
+            model._default_manager.filter(submission=OuterRef("pk"))
+            .order_by()
+            .values("submission")
+            .annotate(n=Count("pk"))
+            .values("n")
+        )
+        for name, model in models.items()
+    }
+    row: Any = Submission.objects.filter(pk=submission.pk).values(**values).first() or {}
+    return {name: int(row.get(f"count_{name}") or 0) for name in models}
 
 
 def submission_context(
@@ -145,16 +173,33 @@ def evidence_context(
     paged = pages is not None
     size = PAGE_SIZE if paged else _LIST_CAP
     pages = pages or {}
-    recordings = _page(submission.recordings.order_by("path", "pk"), size, pages.get("recordings"))
+    listed: dict[str, type[Model]] = {"recordings": Recording, "turns": Turn, "trace": TraceRow}
+    if paged:
+        listed["findings"] = Finding
+    counts = _counts(submission, listed)
+    recordings = _page(
+        submission.recordings.order_by("path", "pk"),
+        size,
+        pages.get("recordings"),
+        counts["recordings"],
+    )
     turns = _page(
         submission.turns.select_related("recording").order_by("thread", "index"),
         size,
         pages.get("turns"),
+        counts["turns"],
     )
     trace_rows = _page(
-        submission.trace_rows.order_by("recording_id", "line"), size, pages.get("trace")
+        submission.trace_rows.order_by("recording_id", "line"),
+        size,
+        pages.get("trace"),
+        counts["trace"],
     )
-    findings = _page(submission.findings.all(), size, pages.get("findings")) if paged else None
+    findings = (
+        _page(submission.findings.all(), size, pages.get("findings"), counts["findings"])
+        if paged
+        else None
+    )
     found = findings.object_list if findings is not None else list(submission.findings.all()[:200])
     checks = sorted(
         submission.checks.all() if checks is None else checks,
