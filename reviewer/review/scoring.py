@@ -30,17 +30,35 @@ class ScoreRefused(ValueError):
     """A score the rules do not allow (e.g. a 3 without passing checks or a reason)."""
 
 
-def review_for(*, submission: Submission, reviewer: Any) -> Review | None:
+def reviews_of(submission: Submission) -> list[Review]:
+    """Every review of the submission, with its reviewer, rubric, rubric rows and scores
+    (three queries); `review_for` and `reviews_visible_to` take them instead of reading."""
+    return list(
+        Review.objects.filter(submission=submission)
+        .select_related("reviewer", "rubric")
+        # Scores keyed by their row's id: the rubric's rows, read once, are the rows.
+        .prefetch_related("scores", "rubric__rows")
+    )
+
+
+def review_for(
+    *, submission: Submission, reviewer: Any, reviews: list[Review] | None = None
+) -> Review | None:
     """The reviewer's review as stored, or an unsaved draft to show: a GET never writes,
     so looking at a submission (a hiring lead, the demo's visitor) starts no review. None
-    when the assignment has no rubric."""
+    when the assignment has no rubric. `reviews`: `reviews_of(submission)`, when read."""
     rubric = rubric_for(submission.assignment)
     if rubric is None:
         return None
     if getattr(reviewer, "is_authenticated", False):
-        stored = Review.objects.filter(submission=submission, reviewer=reviewer).first()
+        if reviews is None:
+            stored = Review.objects.filter(submission=submission, reviewer=reviewer).first()
+        else:
+            stored = next((r for r in reviews if r.reviewer_id == reviewer.pk), None)
         if stored is not None:
             return stored
+    # The same rubric as another review's, its rows already read.
+    rubric = next((r.rubric for r in reviews or () if r.rubric_id == rubric.pk), rubric)
     return Review(submission=submission, reviewer=None, rubric=rubric)
 
 
@@ -312,16 +330,16 @@ class ReviewView:
 
 
 def reviews_visible_to(
-    user: Any, submission: Submission, checks: list[CheckResult] | None = None
+    user: Any,
+    submission: Submission,
+    checks: list[CheckResult] | None = None,
+    reviews: list[Review] | None = None,
 ) -> list[ReviewView]:
     """Blind scoring: others' reviews show only to hiring leads or after submitting one's own.
-    `checks`, the submission's checks when the caller read them already, saves a query."""
-    reviews = list(
-        Review.objects.filter(submission=submission)
-        .select_related("reviewer", "rubric")
-        # Scores keyed by their row's id: the rubric's rows, read once, are the rows.
-        .prefetch_related("scores", "rubric__rows")
-    )
+    `checks`, the submission's checks when the caller read them already, saves a query;
+    `reviews`, `reviews_of(submission)` when read, three."""
+    if reviews is None:
+        reviews = reviews_of(submission)
     own = next((r for r in reviews if r.reviewer_id == getattr(user, "pk", None)), None)
     see_all = blind_lifted(
         user,

@@ -43,6 +43,7 @@ from reviewer.review.scoring import (
     review_for,
     review_get_or_create,
     review_submit,
+    reviews_of,
     reviews_visible_to,
     score_save,
     scoring_offered,
@@ -71,7 +72,10 @@ def _rubric_context(
 ) -> dict[str, object]:
     """The rubric pane: the user's own scores as forms, and what others' reviews may show.
     `see_all`: `sees_others` for this user, when the caller read it already."""
-    review = review_for(submission=submission, reviewer=request.user)
+    # Every review with its scores and rubric rows, read once for the own form and for
+    # what others' reviews may show.
+    reviews = reviews_of(submission)
+    review = review_for(submission=submission, reviewer=request.user, reviews=reviews)
     if review is None:
         return {"review": None}
     if all_checks is None:
@@ -108,7 +112,7 @@ def _rubric_context(
         "submit_refused": refused and bool(unscored),
         "recommendation_refused": refused and not unscored and not review.recommendation,
         "recommendation_choices": Review.Recommendation.choices,
-        "visible_reviews": reviews_visible_to(request.user, submission, all_checks),
+        "visible_reviews": reviews_visible_to(request.user, submission, all_checks, reviews),
         "history": events_visible_to(request.user, submission, see_all),
         "check_statuses": statuses,
     }
