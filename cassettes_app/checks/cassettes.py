@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import email.utils
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -240,7 +241,8 @@ _EPOCH = re.compile(r"\d{9,11}(?:\.\d+)?")
 
 
 def parse_time(raw: Any) -> dt.datetime | None:
-    """An aware UTC datetime from ISO-8601 (or epoch seconds); None when unreadable."""
+    """An aware UTC datetime from ISO-8601, epoch seconds or an HTTP date (a response's
+    Date header copied as it was: "Fri, 20 Nov 2026 10:00:00 GMT"); None when unreadable."""
     if isinstance(raw, dt.datetime):
         value = raw
     elif isinstance(raw, str) and raw.strip():
@@ -255,13 +257,31 @@ def parse_time(raw: Any) -> dt.datetime | None:
         try:
             value = dt.datetime.fromisoformat(text)
         except ValueError:
-            return None
+            http = _http_date(text)
+            if http is None:
+                return None
+            value = http
     else:
         return None
     if value.tzinfo is None:
         # Recorders that write naive times (VCR, some HAR tools) mean UTC in practice.
         value = value.replace(tzinfo=dt.UTC)
     return value.astimezone(dt.UTC)
+
+
+# An RFC 9110 HTTP date: "Sun, 06 Nov 1994 08:49:37 GMT" (the day name may be left out).
+_HTTP_DATE = re.compile(
+    r"(?:[A-Z][a-z]{2}, )?\d{1,2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} (?:GMT|UTC|[+-]\d{4})"
+)
+
+
+def _http_date(text: str) -> dt.datetime | None:
+    if len(text) > 40 or not _HTTP_DATE.fullmatch(text):
+        return None
+    try:
+        return email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
 
 
 def _age_days(now: dt.datetime, when: dt.datetime) -> int:
@@ -501,9 +521,29 @@ def cassettes_model_metadata(facts: Sequence[RecordingFacts]) -> CheckOutcome:
     )
 
 
+# A model name's snapshot (a date: -2024-07-18, -20241022, -0613) or alias (-latest, and
+# Anthropic's -0: claude-sonnet-4-0) suffix; what is left is the model's family.
+_SNAPSHOT = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4})$")
+_ALIAS = re.compile(r"-(?:latest|0)$")
+
+
+def _family(name: str) -> tuple[str, str | None]:
+    """(family, snapshot): the snapshot is None for a name that points at whatever snapshot
+    its provider serves (gpt-4o-mini, claude-3-5-haiku-latest)."""
+    if found := _SNAPSHOT.search(name):
+        return name[: found.start()], found.group()
+    return _ALIAS.sub("", name), None
+
+
 def _model_ok(seen: str, expected: str) -> bool:
-    """Same model, or an undated alias of the expected dated one (gpt-4o-mini for -2024-07-18)."""
-    return seen == expected or expected.startswith(seen + "-")
+    """Same model, or the same family where one side names no snapshot: an alias and the
+    snapshot it served (gpt-4o-mini and gpt-4o-mini-2024-07-18, either way round;
+    claude-3-5-haiku-latest and -20241022). Two different snapshots are two models."""
+    if seen == expected:
+        return True
+    seen_family, seen_snapshot = _family(seen)
+    expected_family, expected_snapshot = _family(expected)
+    return seen_family == expected_family and (seen_snapshot is None or expected_snapshot is None)
 
 
 def cassettes_fresh(facts: Sequence[RecordingFacts], config: AnalysisConfig) -> CheckOutcome:

@@ -344,6 +344,30 @@ def test_fresh_warns_for_another_model_and_for_unknown_age() -> None:
     assert "VCR.py cassettes carry no recording time" in unknown.evidence[0]["message"]
 
 
+@pytest.mark.parametrize(
+    ("served", "expected", "same"),
+    [
+        # An alias and the snapshot it served, either way round.
+        ("gpt-4o-mini-2024-07-18", "gpt-4o-mini", True),
+        ("gpt-4o-mini", "gpt-4o-mini-2024-07-18", True),
+        ("claude-3-5-haiku-20241022", "claude-3-5-haiku-latest", True),
+        ("claude-sonnet-4-20250514", "claude-sonnet-4-0", True),
+        ("gpt-4-0613", "gpt-4", True),
+        # Another model, or another snapshot of it.
+        ("gpt-4o-mini-2024-07-18", "gpt-4o", False),
+        ("gpt-4o-2024-05-13", "gpt-4o-2024-08-06", False),
+        ("claude-sonnet-4-5-20250929", "claude-sonnet-4-20250514", False),
+        ("claude-sonnet-4-5", "claude-sonnet-4-0", False),
+    ],
+)
+def test_fresh_takes_an_alias_and_its_snapshot_for_one_model(
+    served: str, expected: str, same: bool
+) -> None:
+    config = AnalysisConfig(now=NOW, stale_after_days=42, expected_model=expected)
+    outcome = cassettes_fresh([facts(model=served, served_models=(served,))], config)
+    assert outcome.status == ("pass" if same else "warn"), outcome.summary
+
+
 def test_fresh_does_not_warn_for_run_twice_fixtures_that_hold_only_the_text() -> None:
     """The run-twice brief: fixtures are {"text": ...}; timings live in out/run.log."""
     run_twice = AnalysisConfig(
@@ -380,6 +404,12 @@ def test_fresh_does_not_warn_for_run_twice_fixtures_that_hold_only_the_text() ->
         ("2026-11-07T12:49:04+02:00", dt.datetime(2026, 11, 7, 10, 49, 4, tzinfo=dt.UTC)),
         ("2026-11-07 10:49:04", dt.datetime(2026, 11, 7, 10, 49, 4, tzinfo=dt.UTC)),
         ("1794245987", dt.datetime.fromtimestamp(1794245987, dt.UTC)),
+        # A response's Date header copied as it was.
+        ("Sat, 07 Nov 2026 10:49:04 GMT", dt.datetime(2026, 11, 7, 10, 49, 4, tzinfo=dt.UTC)),
+        ("7 Nov 2026 12:49:04 +0200", dt.datetime(2026, 11, 7, 10, 49, 4, tzinfo=dt.UTC)),
+        ("Sat, 32 Nov 2026 10:49:04 GMT", None),
+        ("Sat, 07 Nov 2026 10:49 GMT", None),
+        ("last tuesday at 10:49:04 GMT", None),
         ("soon", None),
         ("", None),
         (None, None),
