@@ -139,8 +139,7 @@ class _Index:
         self.continued: dict[int, list[int]] = {}
         # hash(request) of exchanges without a recorded response; the reply is unknown
         self.open: dict[int, list[int]] = {}
-        # Each recorded reply, with the request message it answered (see `answered`).
-        self.replies: set[tuple[tuple, tuple]] = set()
+        # Every recorded reply (see `answered`).
         self.reply_keys: set[tuple] = set()
         for i, (ref, ex) in enumerate(exchanges):
             reply = None
@@ -162,7 +161,6 @@ class _Index:
                 continue  # an empty request cannot be the start of anything
             if reply is not None:
                 self.continued.setdefault(hash((h, reply)), []).append(i)
-                self.replies.add((keys[-1], reply))
                 self.reply_keys.add(reply)
             else:
                 self.open.setdefault(h, []).append(i)
@@ -189,13 +187,10 @@ class _Index:
 
     def answered(self, i: int, pos: int) -> bool:
         """Whether the assistant message at node i's position `pos` is some recording's
-        reply to the same message before it, whatever came earlier: an agent that sends
-        only its last few messages (a sliding window) recorded each turn, though no
-        recorded request + reply is a prefix of its later requests."""
-        keys = self.nodes[i].keys
-        if pos == 0:
-            return keys[0] in self.reply_keys
-        return (keys[pos - 1], keys[pos]) in self.replies
+        reply, whatever came before it. An agent that trims what it sends (only its last
+        few messages, older tool outputs elided, as SWE-agent does) recorded each turn,
+        though no recorded request + reply is a prefix of its later requests."""
+        return self.nodes[i].keys[pos] in self.reply_keys
 
     def parent(self, i: int) -> tuple[int | None, int]:
         """Return (closest earlier exchange that node i continues, where its new messages start)."""

@@ -266,23 +266,27 @@ def test_a_sliding_window_of_recorded_turns_is_not_a_blob() -> None:
     assert multi_turn_blobs([exchanges[0], exchanges[-1]]) == ["call/9"]
 
 
-def test_a_reply_recorded_to_another_message_does_not_cover_a_turn() -> None:
-    """A turn counts as recorded when some recording answered the same message with it,
-    not when the same words were answered to something else."""
-    exchanges = _windowed(3, 5)
-    request = {
-        "model": "gpt-4o-mini",
-        "messages": [
-            SYSTEM,
-            {"role": "user", "content": "something else"},
-            {"role": "assistant", "content": "Refunded ord_0."},
-            {"role": "user", "content": "and another"},
-            {"role": "assistant", "content": "Refunded ord_1."},
-            {"role": "user", "content": "last"},
-        ],
-    }
-    reply = _chat_response({"role": "assistant", "content": "done"}, "stop")
-    assert multi_turn_blobs([*exchanges, ("made-up", normalise(request, reply))]) == ["made-up"]
+def test_elided_tool_outputs_of_recorded_turns_are_not_a_blob() -> None:
+    """An agent that replaces its older tool outputs with a placeholder (as SWE-agent
+    does) keeps every assistant turn as it was recorded: no blob."""
+    history: list[dict] = [SYSTEM, {"role": "user", "content": "Why did checkout fail?"}]
+    exchanges = []
+    outputs: list[str] = []
+    for n in range(4):
+        call = {"id": f"call_{n}", "type": "function",
+                "function": {"name": "read_log", "arguments": json.dumps({"n": n})}}  # fmt: skip
+        reply = {"role": "assistant", "content": None, "tool_calls": [call]}
+        request = {"model": "gpt-4o-mini", "messages": [*history]}
+        exchanges.append((f"step/{n}", normalise(request, _chat_response(reply, "tool_calls"))))
+        outputs.append(f"log chunk {n}: " + "gateway timeout; " * 20)
+        history.append(reply)
+        history.append({"role": "tool", "tool_call_id": call["id"], "content": outputs[-1]})
+        for earlier in history[2:-1]:
+            if earlier["role"] == "tool":
+                earlier["content"] = "[output elided]"
+    assert multi_turn_blobs(exchanges) == []
+    # Without the earlier steps' recordings, the last request carries unrecorded turns.
+    assert multi_turn_blobs(exchanges[-1:]) == ["step/3"]
 
 
 def _synthetic(n_threads: int, turns: int) -> list[tuple[tuple[int, int], Exchange]]:
