@@ -303,27 +303,47 @@ def _blobs(index: _Index, parent: list[int | None], min_turns: int) -> list[Any]
     """Refs of exchanges carrying at least min_turns uncovered earlier assistant turns."""
     nodes = index.nodes
     # Assistant messages in a prefix shared by two distinct conversation roots are a fixed
-    # prompt (few-shot examples): written by the candidate, not recorded model turns.
+    # prompt (few-shot examples): written by the candidate, not recorded model turns. The
+    # prefix is taken after the leading system messages too: a system prompt that differs
+    # per conversation (today's date in it) is followed by the same examples.
     shared: dict[int, int] = {}
     seen_requests: set[int] = set()
     for i, node in enumerate(nodes):
         if parent[i] is not None or node.prefix[-1] in seen_requests:
             continue  # identical root requests (retries, duplicates) count once
         seen_requests.add(node.prefix[-1])
-        for h in node.prefix[1:]:
+        for h in {*node.prefix[1:], *_after_system(node.keys)[1]}:
             shared[h] = shared.get(h, 0) + 1
 
     flagged: list[Any] = []
     for i, node in enumerate(nodes):
         uncovered = 0
+        start, tail = _after_system(node.keys)
         for pos, key in enumerate(node.keys):
             if key[0] != "assistant" or shared.get(node.prefix[pos + 1], 0) >= 2:
+                continue
+            if pos >= start and shared.get(tail[pos - start], 0) >= 2:
                 continue
             if index.covers(i, pos + 1) is None and not index.answered(i, pos):
                 uncovered += 1
         if uncovered >= min_turns:
             flagged.append(node.ref)
     return flagged
+
+
+def _after_system(keys: list[tuple]) -> tuple[int, list[int]]:
+    """Where a request's messages after its leading system messages start, and the rolling
+    hashes of those messages' prefixes (hashes[k]: of keys[start : start + k + 1]), seeded
+    apart from the whole-request prefixes."""
+    start = 0
+    while start < len(keys) and keys[start][0] == "system":
+        start += 1
+    hashes = []
+    h = hash((_SEED, "after system"))
+    for key in keys[start:]:
+        h = hash((h, key))
+        hashes.append(h)
+    return start, hashes
 
 
 def build_threads(exchanges: Iterable[tuple[Any, Exchange | KeyedExchange]]) -> list[Thread]:

@@ -237,6 +237,17 @@ def test_few_shot_examples_are_not_blobs() -> None:
         response = _chat_response({"role": "assistant", "content": '{"category": "other"}'}, "stop")
         exchanges.append((f"ticket/{n}", normalise(request, response)))
     assert multi_turn_blobs(exchanges) == []
+    # Behind a system prompt that differs per conversation (today's date in it), too.
+    dated = copy.deepcopy(exchanges)
+    for n, (ref, _) in enumerate(exchanges):
+        request = {
+            "model": "gpt-4o-mini",
+            "messages": [{"role": "system", "content": f"Classify. Today is 2026-11-2{n}."},
+                         *shots, {"role": "user", "content": f"ticket {n}"}],
+        }  # fmt: skip
+        response = _chat_response({"role": "assistant", "content": '{"category": "other"}'}, "stop")
+        dated[n] = (ref, normalise(request, response))
+    assert multi_turn_blobs(dated) == []
     # A real blob next to them is still found.
     pairs = shop_conversation("8", "MUG-1")
     blob_request = copy.deepcopy(pairs[-1][0])
