@@ -377,6 +377,23 @@ def test_replay_notes_skip_without_cassettes(tmp_path: Path) -> None:
             [],
         ),
         ("```\ndropped: `user`\n```\n", [], []),
+        # A reason or a contrast after the names says nothing of them.
+        (
+            "We ignore `user` and `created` when hashing, because they differ between runs "
+            "and do not change the answer.",
+            ["user", "created"],
+            [],
+        ),
+        (
+            "Volatile fields (`user`, `id`) are excluded, since they don't matter.",
+            ["user", "id"],
+            [],
+        ),
+        ("Before hashing we drop `user` and keep everything else as sent.", ["user"], []),
+        ("We drop `user`, while nested ids like `id` are kept.", ["user"], ["id"]),
+        # Negated names stay kept.
+        ("We never drop `created`, because the replay compares it.", [], ["created"]),
+        ("`user` is not ignored since the stub checks it.", [], ["user"]),
     ],
 )
 def test_replay_note_fields(text: str, dropped: list[str], kept: list[str]) -> None:

@@ -175,13 +175,25 @@ def _item_field(unit: _Unit) -> str | None:
     return _field_name(word.group(1)) if word else None
 
 
+# Where a sentence turns to another clause: `;`, "but", a reason or a contrast ("because
+# they do not change the answer", "while nested ids are kept"), and "and" before a keep
+# word ("we drop `user` and keep everything else"). A negation or keep word there says
+# nothing of the names before it.
+_CLAUSE_TURN = re.compile(
+    r";|\b(?:but|because|since|while|whereas|although|though)\b|"
+    r"\band\s+(?=(?:keep|keeps|kept|retain|retains|preserve|preserves)\b)",
+    re.I,
+)
+
+
 def _clauses(text: str) -> list[tuple[int, str]]:
-    """(offset, text) of sentences split again at `;` and `but`, code spans kept whole."""
+    """(offset, text) of sentences split again where they turn (_CLAUSE_TURN), code spans
+    kept whole."""
     protected = CODE_SPAN.sub(lambda m: "\0" * len(m.group(0)), text)
     cuts = [0]
     for match in _SENTENCE_END.finditer(protected):
         cuts.append(match.end())
-    for match in re.finditer(r";|\bbut\b", protected):
+    for match in _CLAUSE_TURN.finditer(protected):
         cuts.append(match.start())
     cuts = [*sorted(set(cuts)), len(text)]
     return [(a, text[a:b]) for a, b in itertools.pairwise(cuts) if text[a:b].strip()]
