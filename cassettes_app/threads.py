@@ -52,6 +52,20 @@ class KeyedExchange:
     reply_key: tuple | None
     model: str | None = None
     payload: Any = None
+    # When the request ends with an assistant prefill: the key of the reply as a later
+    # request's history carries it, the prefill and the reply as one message.
+    completed_key: tuple | None = None
+
+
+def prefilled(request: Sequence[Message], response: Message | None) -> Message | None:
+    """The reply joined to the request's closing assistant message (a prefill such as "{"
+    that the model continues, as Anthropic documents), as the history then holds it; None
+    when the request does not end with one."""
+    if response is None or not request or request[-1].role != "assistant":
+        return None
+    head = request[-1].text if isinstance(request[-1].text, str) else str(request[-1].text)
+    text = response.text if isinstance(response.text, str) else str(response.text)
+    return Message("assistant", head + text, list(response.tool_calls), [])
 
 
 @dataclass(slots=True)
@@ -143,14 +157,20 @@ class _Index:
         self.reply_keys: set[tuple] = set()
         for i, (ref, ex) in enumerate(exchanges):
             reply = None
+            completed = None
             if isinstance(ex, KeyedExchange):
                 keys = list(ex.request_keys)
                 reply = ex.reply_key
+                completed = ex.completed_key
             else:
                 msgs = ex.request_messages if isinstance(ex, Exchange) else []
                 keys = [message_key(m) for m in msgs]
                 if isinstance(ex, Exchange) and ex.response is not None:
                     reply = message_key(ex.response)
+                    joined = prefilled(msgs, ex.response)
+                    completed = message_key(joined) if joined is not None else None
+            if completed is not None:
+                self.reply_keys.add(completed)
             prefix = [_SEED]
             h = _SEED
             for key in keys:
@@ -319,9 +339,12 @@ def _blobs(index: _Index, parent: list[int | None], min_turns: int) -> list[Any]
     for i, node in enumerate(nodes):
         uncovered = 0
         start, tail = _after_system(node.keys)
+        last = len(node.keys) - 1
         for pos, key in enumerate(node.keys):
             if key[0] != "assistant" or shared.get(node.prefix[pos + 1], 0) >= 2:
                 continue
+            if pos == last:
+                continue  # a prefill the model is to continue, not an earlier turn
             if pos >= start and shared.get(tail[pos - start], 0) >= 2:
                 continue
             if index.covers(i, pos + 1) is None and not index.answered(i, pos):

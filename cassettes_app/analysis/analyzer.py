@@ -251,7 +251,10 @@ class Analyzer:
         model = parts.model
         if isinstance(model, str):
             model = sys.intern(model) if len(model) <= 200 else model
-        return threads.KeyedExchange(tuple(request_keys), reply, model, payload)
+        completed = parts.completed
+        if completed is not None:
+            completed = keys.setdefault(completed, completed)
+        return threads.KeyedExchange(tuple(request_keys), reply, model, payload, completed)
 
     # -- secrets ---------------------------------------------------------------------
 

@@ -86,6 +86,7 @@ class ExchangeParts:
     reply: Spooled | None
     usage: dict[str, Any]
     model: Any
+    completed: tuple | None = None  # threads.KeyedExchange.completed_key
 
 
 @dataclass(slots=True)
@@ -235,12 +236,14 @@ def _parts(where: tuple[str, int], ex: Exchange) -> ExchangeParts:
     """What threading needs of an exchange: its messages' keys, and what its turn shows."""
     request = [m for m in map(compact_message, ex.request_messages) if m is not None]
     response = compact_message(ex.response)
+    joined = compact_message(threads.prefilled(ex.request_messages, ex.response))
     return ExchangeParts(
         where,
         tuple(_spooled(m) for m in request),
         _spooled(response) if response is not None else None,
         small_usage(ex.usage),
         ex.model,
+        lean_key(threads.message_key(joined)) if joined is not None else None,
     )
 
 

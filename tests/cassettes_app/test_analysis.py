@@ -387,6 +387,31 @@ def test_a_request_carrying_earlier_unrecorded_turns_fails_per_turn(tmp_path: Pa
     assert path.name in checks["cassettes.per_turn"].summary
 
 
+def test_an_anthropic_prefill_history_passes_per_turn(tmp_path: Path) -> None:
+    """Every call recorded, each request ending with an assistant "{" that the model
+    continues; the history holds prefill and reply as one turn."""
+    history: list[dict] = []
+    for n, question in enumerate(["checkout 500s", "only EU users", "fixed now"]):
+        rest = f'"priority": "P{n + 1}"}}'
+        request = {"model": "claude-3-5-haiku-20241022", "max_tokens": 64, "system": "JSON.",
+                   "messages": [*history, {"role": "user", "content": question},
+                                {"role": "assistant", "content": "{"}]}  # fmt: skip
+        response = {"id": f"msg_{n}", "type": "message", "role": "assistant",
+                    "model": "claude-3-5-haiku-20241022", "stop_reason": "end_turn",
+                    "content": [{"type": "text", "text": rest}],
+                    "usage": {"input_tokens": 9, "output_tokens": 9}}  # fmt: skip
+        doc = {"key": recompute_key(request, VOLATILE), "request": request,
+               "response": response, "recorded_at": "2026-11-20T09:00:00Z"}  # fmt: skip
+        write_cassette(tmp_path, doc, f"{n}.json")
+        history += [
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": "{" + rest},
+        ]
+    analyzer, checks = run(tmp_path)
+    assert analyzer.blobs == []
+    assert checks["cassettes.per_turn"].status == "pass"
+
+
 def test_a_naive_upload_time_is_read_as_utc() -> None:
     config = AnalysisConfig(now=dt.datetime(2026, 11, 29))
     assert config.now == NOW

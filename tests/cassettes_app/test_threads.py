@@ -300,6 +300,30 @@ def test_elided_tool_outputs_of_recorded_turns_are_not_a_blob() -> None:
     assert multi_turn_blobs(exchanges[-1:]) == ["step/3"]
 
 
+def test_an_anthropic_prefill_and_its_continued_replies_are_not_a_blob() -> None:
+    """Each request ends with an assistant "{" the model continues (a prefill, as Anthropic
+    documents); the history then holds the prefill and the reply as one turn."""
+    history: list[dict] = []
+    exchanges = []
+    for n, question in enumerate(["checkout 500s", "only EU users", "fixed now"]):
+        messages = [*history, {"role": "user", "content": question},
+                    {"role": "assistant", "content": "{"}]  # fmt: skip
+        rest = f'"priority": "P{n + 1}"}}'
+        request = {"model": "claude-3-5-haiku-20241022", "max_tokens": 64,
+                   "system": "Reply with JSON.", "messages": messages}  # fmt: skip
+        response = {"id": f"msg_{n}", "type": "message", "role": "assistant",
+                    "model": "claude-3-5-haiku-20241022",
+                    "content": [{"type": "text", "text": rest}], "stop_reason": "end_turn",
+                    "usage": {"input_tokens": 9, "output_tokens": 9}}  # fmt: skip
+        exchanges.append((f"call/{n}", normalise(request, response)))
+        history += [
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": "{" + rest},
+        ]
+    assert multi_turn_blobs(exchanges) == []
+    assert multi_turn_blobs(exchanges[-1:]) == ["call/2"]
+
+
 def _synthetic(n_threads: int, turns: int) -> list[tuple[tuple[int, int], Exchange]]:
     """Build n_threads tool loops of `turns` calls each, with fresh Message objects per call."""
     out = []
