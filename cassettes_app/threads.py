@@ -326,25 +326,32 @@ def _blobs(index: _Index, parent: list[int | None], min_turns: int) -> list[Any]
     # prompt (few-shot examples): written by the candidate, not recorded model turns. The
     # prefix is taken after the leading system messages too: a system prompt that differs
     # per conversation (today's date in it) is followed by the same examples.
+    tails: dict[int, tuple[int, list[int]]] = {}  # node -> _after_system, once each
+
+    def after_system(i: int) -> tuple[int, list[int]]:
+        if i not in tails:
+            tails[i] = _after_system(nodes[i].keys)
+        return tails[i]
+
     shared: dict[int, int] = {}
     seen_requests: set[int] = set()
     for i, node in enumerate(nodes):
         if parent[i] is not None or node.prefix[-1] in seen_requests:
             continue  # identical root requests (retries, duplicates) count once
         seen_requests.add(node.prefix[-1])
-        for h in {*node.prefix[1:], *_after_system(node.keys)[1]}:
+        for h in {*node.prefix[1:], *after_system(i)[1]}:
             shared[h] = shared.get(h, 0) + 1
 
     flagged: list[Any] = []
     for i, node in enumerate(nodes):
         uncovered = 0
-        start, tail = _after_system(node.keys)
         last = len(node.keys) - 1
         for pos, key in enumerate(node.keys):
             if key[0] != "assistant" or shared.get(node.prefix[pos + 1], 0) >= 2:
                 continue
             if pos == last:
                 continue  # a prefill the model is to continue, not an earlier turn
+            start, tail = after_system(i)
             if pos >= start and shared.get(tail[pos - start], 0) >= 2:
                 continue
             if index.covers(i, pos + 1) is None and not index.answered(i, pos):

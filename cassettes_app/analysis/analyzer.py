@@ -364,7 +364,7 @@ class Analyzer:
                     )
                     continue
                 path, interaction_index = turn.exchange_ref
-                spool = self._spooled()
+                spool = self._open_spool()
                 usage, offsets, reply_at = spool.get(turn.payload)
                 yield (
                     index,
@@ -379,7 +379,7 @@ class Analyzer:
                     ),
                 )
 
-    def _spooled(self) -> TurnSpool:
+    def _open_spool(self) -> TurnSpool:
         if self._spool is None:
             raise RuntimeError("turn texts were dropped by close(); run files() again")
         return self._spool
@@ -391,7 +391,7 @@ class Analyzer:
             response = message_dict(turn.response) if turn.response else None
             usage = dict(turn.usage)
         else:
-            spool = self._spooled()
+            spool = self._open_spool()
             usage, offsets, reply_at = spool.get(turn.payload)
             new_messages = [json.loads(spool.get_bytes(o)) for o in offsets[turn.cut :]]
             response = json.loads(spool.get_bytes(reply_at)) if reply_at is not None else None

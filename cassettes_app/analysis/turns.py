@@ -216,12 +216,9 @@ class TurnSpool:
         self._size += 8 + len(data)
         return offset
 
-    def add(self, value: Any, *, shared: bool = False) -> int:
-        """Store a value (read back by `get`); `shared` ones once per distinct content."""
-        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        if not shared:
-            return self._write(data)
-        return self.add_shared(data, spool_digest(data))
+    def add(self, value: Any) -> int:
+        """Store a value (read back by `get`)."""
+        return self._write(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
 
     def add_shared(self, data: bytes, digest: bytes) -> int:
         """Store bytes once per distinct content (`digest`: `spool_digest(data)`)."""
