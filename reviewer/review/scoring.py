@@ -291,13 +291,18 @@ def blind_lifted(user: Any, *, own_submitted: bool, own_draft: bool = False) -> 
     return own_submitted or (is_hiring_lead(user) and not own_draft)
 
 
-def sees_others(user: Any, submission: Submission) -> bool:
-    """`blind_lifted` for this user and submission (one query at most)."""
-    state = (
-        Review.objects.filter(submission=submission, reviewer_id=getattr(user, "pk", None))
-        .values_list("state", flat=True)
-        .first()
-    )
+def sees_others(user: Any, submission: Submission, reviews: list[Review] | None = None) -> bool:
+    """`blind_lifted` for this user and submission: one query at most, none when the
+    submission's `reviews` (`reviews_of`) are given."""
+    me = getattr(user, "pk", None)
+    if reviews is None:
+        state = (
+            Review.objects.filter(submission=submission, reviewer_id=me)
+            .values_list("state", flat=True)
+            .first()
+        )
+    else:
+        state = next((r.state for r in reviews if r.reviewer_id == me), None)
     return blind_lifted(
         user,
         own_submitted=state == Review.State.SUBMITTED,
@@ -340,12 +345,8 @@ def reviews_visible_to(
     `reviews`, `reviews_of(submission)` when read, three."""
     if reviews is None:
         reviews = reviews_of(submission)
-    own = next((r for r in reviews if r.reviewer_id == getattr(user, "pk", None)), None)
-    see_all = blind_lifted(
-        user,
-        own_submitted=own is not None and own.state == Review.State.SUBMITTED,
-        own_draft=own is not None and own.state == Review.State.DRAFT,
-    )
+    me = getattr(user, "pk", None)
+    see_all = sees_others(user, submission, reviews)
     from reviewer.review.markdown import render_markdown
 
     notes: dict[tuple[int, int], str] = {
@@ -353,7 +354,7 @@ def reviews_visible_to(
         for n in Note.objects.filter(submission=submission).exclude(row=None)
         if n.row_id is not None
     }
-    shown = [r for r in reviews if r is own or see_all]
+    shown = [r for r in reviews if see_all or r.reviewer_id == me]
     # One query for the page's checks, read only when a review is shown (none when given).
     if not shown:
         statuses: dict[str, str] = {}

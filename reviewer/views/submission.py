@@ -68,13 +68,14 @@ def _rubric_context(
     request: HttpRequest,
     submission: Submission,
     all_checks: list | None = None,
-    see_all: bool | None = None,
+    reviews: list[Review] | None = None,
 ) -> dict[str, object]:
     """The rubric pane: the user's own scores as forms, and what others' reviews may show.
-    `see_all`: `sees_others` for this user, when the caller read it already."""
-    # Every review with its scores and rubric rows, read once for the own form and for
-    # what others' reviews may show.
-    reviews = reviews_of(submission)
+    `reviews`: `reviews_of(submission)`, when the caller read them already."""
+    # Every review with its scores and rubric rows, read once for the own form, for what
+    # others' reviews may show and for the blind rule.
+    if reviews is None:
+        reviews = reviews_of(submission)
     review = review_for(submission=submission, reviewer=request.user, reviews=reviews)
     if review is None:
         return {"review": None}
@@ -113,7 +114,9 @@ def _rubric_context(
         "recommendation_refused": refused and not unscored and not review.recommendation,
         "recommendation_choices": Review.Recommendation.choices,
         "visible_reviews": reviews_visible_to(request.user, submission, all_checks, reviews),
-        "history": events_visible_to(request.user, submission, see_all),
+        "history": events_visible_to(
+            request.user, submission, sees_others(request.user, submission, reviews)
+        ),
         "check_statuses": statuses,
     }
 
@@ -232,12 +235,14 @@ def submission_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def _sections(request: HttpRequest, submission: Submission, context: dict) -> list:
     """What the jobs change on the page (evidence, rubric, verdict), into `context`; the
     submission's checks, read once for all three."""
-    # Whether this user sees others' notes and history: read once for the pins and the rubric.
-    see_all = sees_others(request.user, submission)
-    context["pin_notes"] = visible_pins(request.user, submission, see_all)
+    # Every review, read once for the pins' blind rule and the rubric pane.
+    reviews = reviews_of(submission)
+    context["pin_notes"] = visible_pins(
+        request.user, submission, sees_others(request.user, submission, reviews)
+    )
     checks = list(submission.checks.all())
     context["evidence"] = evidence_html(request, context, checks)
-    context.update(_rubric_context(request, submission, checks, see_all))
+    context.update(_rubric_context(request, submission, checks, reviews))
     context["verdict"] = _verdict(submission, checks, context)
     return checks
 
