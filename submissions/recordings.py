@@ -321,6 +321,7 @@ def recordings_store(
         f"parsed {count} recording files"
         + (
             f" in {pool.processes} processes (peak {pool.peak_rss_kib // 1024} MB each)"
+            f" and this one ({pool.examined_here} files)"
             if pool.processes
             else ""
         )

@@ -295,10 +295,12 @@ def pool_size(processes: int, files: list[tuple[str, str]], root: Path) -> int:
 
 @dataclass(slots=True)
 class PoolStats:
-    """What a pool cost: its processes, and the largest peak resident memory of one."""
+    """What a pool cost: its processes, and the largest peak resident memory of one; and
+    the files the analyser's own process examined while it would have waited on them."""
 
     processes: int = 0
     peak_rss_kib: int = 0
+    examined_here: int = 0
 
 
 def examined(
@@ -320,29 +322,58 @@ def examined(
         return
     chunks = [files[i : i + _CHUNK] for i in range(0, len(files), _CHUNK)]
     pool = [_Worker(config) for _ in range(min(workers, len(chunks)))]
+    stats = stats if stats is not None else PoolStats()
     try:
-        yield from _ordered(pool, chunks)
+        yield from _ordered(pool, chunks, lambda chunk: [examine(config, *f) for f in chunk], stats)
     finally:
         peaks = [worker.close() for worker in pool]
-        if stats is not None:
-            stats.processes = len(pool)
-            stats.peak_rss_kib = max(peaks)
+        stats.processes = len(pool)
+        stats.peak_rss_kib = max(peaks)
 
 
-def _ordered(pool: list[_Worker], chunks: list[list[tuple[str, str]]]) -> Iterator[Examined]:
-    """Chunk k goes to worker k mod n, each worker holding up to _AHEAD; read in order."""
-    sent = 0
-    for _ in range(_AHEAD):
-        for worker in pool:
-            if sent < len(chunks):
-                worker.send(chunks[sent])
-                sent += 1
-    for index in range(len(chunks)):
-        worker = pool[index % len(pool)]
-        done = worker.receive()
+def _ordered(
+    pool: list[_Worker],
+    chunks: list[list[tuple[str, str]]],
+    here: Callable[[list[tuple[str, str]]], list[Examined]],
+    stats: PoolStats,
+) -> Iterator[Examined]:
+    """Each chunk's results, in order. Chunks go to the pool's processes in order, each
+    holding up to _AHEAD; whenever the next result is not ready, this process examines the
+    next chunk nobody holds (`here`) instead of waiting: it was idle half the time while
+    the pool parsed, with a core to spare, and the time to the verdict is the pool's.
+    """
+    owner: list[_Worker | None] = [None] * len(chunks)
+    done_here: dict[int, list[Examined]] = {}  # examined here, ahead of their turn
+    sent = 0  # chunks before this one are held by a process, examined here, or yielded
+
+    def give(worker: _Worker) -> None:
+        nonlocal sent
         if sent < len(chunks):
-            worker.send(chunks[sent])  # the freed place goes to the next chunk, same worker
+            worker.send(chunks[sent])
+            owner[sent] = worker
             sent += 1
+
+    for _ in range(_AHEAD):
+        for each in pool:
+            give(each)
+    for index, chunk in enumerate(chunks):
+        worker = owner[index]
+        if worker is None:  # nobody took it: the pool had its fill of chunks ahead
+            ready = done_here.pop(index, None)
+            if ready is None:
+                stats.examined_here += len(chunk)
+                ready = here(chunk)
+                sent = max(sent, index + 1)
+            yield from ready
+            continue
+        # A chunk goes to a process only while the ones before it are taken (`sent`), and a
+        # process answers in the order it was given chunks: this is its oldest unanswered.
+        while worker.answers.empty() and sent < len(chunks) and len(done_here) < _AHEAD:
+            stats.examined_here += len(chunks[sent])
+            done_here[sent] = here(chunks[sent])
+            sent += 1
+        done = worker.receive()
+        give(worker)  # the freed place goes to the next chunk, same worker
         yield from done
 
 

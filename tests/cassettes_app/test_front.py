@@ -57,8 +57,11 @@ def _config() -> AnalysisConfig:
     )
 
 
-def _everything(root: Path, processes: int) -> dict[str, Any]:
-    """All an analysis yields and keeps, as comparable plain values."""
+def _everything(
+    root: Path, processes: int, pools: list[front.PoolStats] | None = None
+) -> dict[str, Any]:
+    """All an analysis yields and keeps, as comparable plain values (`pools` gets what its
+    pool cost)."""
     analyzer = Analyzer(root, _config(), processes)
     reports = [
         (
@@ -85,6 +88,8 @@ def _everything(root: Path, processes: int) -> dict[str, Any]:
     turns = list(analyzer.turn_views())
     checks = analyzer.checks()
     analyzer.close()
+    if pools is not None:
+        pools.append(analyzer.pool)
     return {
         "reports": reports,
         "findings": analyzer.findings,
@@ -122,6 +127,73 @@ def test_a_pool_analyses_a_mixed_tree_as_one_process_does(
     assert any(f.kind == "symlink_skipped" for f in serial["findings"])
     for name, value in serial.items():
         assert pooled[name] == value, name
+
+
+def test_the_analyser_examines_files_itself_while_the_pool_is_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pool processes slow to start: the analyser does not wait for them, it examines the
+    next chunks itself, and the analysis is still the one a single process makes."""
+    _mixed_tree(tmp_path)
+    serial = _everything(tmp_path, 1)
+    monkeypatch.setattr(front, "POOL_MIN_BYTES", 1)
+    slow = "import time; time.sleep(2); from cassettes_app.analysis.front import serve; serve()"
+    monkeypatch.setattr(front, "WORKER_COMMAND", [sys.executable, "-c", slow])
+    pools: list[front.PoolStats] = []
+    pooled = _everything(tmp_path, 2, pools)
+    assert pools[0].processes == 2
+    assert 0 < pools[0].examined_here < len(serial["reports"]), "nothing was examined here"
+    for name, value in serial.items():
+        assert pooled[name] == value, name
+
+
+class _FakeWorker:
+    """A pool process that answers a chunk only when asked (`receive`), or at once."""
+
+    def __init__(self, at_once: bool) -> None:
+        self.at_once = at_once
+        self.answers: Any = __import__("queue").SimpleQueue()
+        self.held: list[list[tuple[str, str]]] = []
+
+    def send(self, chunk: list[tuple[str, str]]) -> None:
+        self.held.append(chunk)
+        if self.at_once:
+            self.answers.put(chunk)
+
+    def receive(self) -> list[Any]:
+        chunk = self.held.pop(0)
+        if self.at_once:
+            self.answers.get()
+        return [("pool", rel) for rel, _ in chunk]
+
+
+@pytest.mark.parametrize("at_once", [False, True])
+def test_every_chunk_is_examined_once_and_yielded_in_order(at_once: bool) -> None:
+    files = [(f"f{i:03d}", "recording") for i in range(203)]
+    chunks = [files[i : i + front._CHUNK] for i in range(0, len(files), front._CHUNK)]
+    pool = [_FakeWorker(at_once), _FakeWorker(at_once)]
+    stats = front.PoolStats()
+    out: list[Any] = []
+    ahead_most = 0  # chunks examined here beyond the one the caller waits for
+
+    def here(chunk: list[tuple[str, str]]) -> list[Any]:
+        nonlocal ahead_most
+        ahead_most = max(ahead_most, (files.index(chunk[0]) - len(out)) // front._CHUNK)
+        return [("here", rel) for rel, _ in chunk]
+
+    for item in front._ordered(pool, chunks, here, stats):  # type: ignore[arg-type]
+        out.append(item)
+    assert [rel for _, rel in out] == [rel for rel, _ in files]
+    here_count = sum(1 for who, _ in out if who == "here")
+    assert stats.examined_here == here_count
+    if at_once:
+        assert here_count == 0, "a ready pool was not waited on"
+    else:
+        # Never ready until asked: every wait is spent examining here, a bounded number of
+        # chunks ahead; the pool still gets its share.
+        assert 0 < here_count < len(files)
+        assert 0 < ahead_most <= front._AHEAD * (len(pool) + 1)
+    assert all(not w.held for w in pool)
 
 
 def test_a_small_tree_is_examined_in_the_analysers_own_process(tmp_path: Path) -> None:
