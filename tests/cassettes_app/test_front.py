@@ -361,3 +361,18 @@ def test_pool_processes_go_on_while_the_analyser_is_busy(tmp_path: Path) -> None
     finally:
         worker.close()
     assert worker.process.poll() is not None
+
+
+def test_answers_come_through_a_pipe_wide_enough_to_take_one_whole(tmp_path: Path) -> None:
+    """A process writes an answer (hundreds of KiB) and goes on, without waiting for the
+    analyser's reader, which shares the analyser's time, to come round once per 64 KiB."""
+    import fcntl
+
+    allowed = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    worker = front._Worker(FrontConfig(tmp_path, _config()))
+    try:
+        assert worker.process.stdout is not None
+        size = fcntl.fcntl(worker.process.stdout.fileno(), fcntl.F_GETPIPE_SZ)
+        assert size >= min(front._PIPE_BYTES, allowed)
+    finally:
+        worker.close()
