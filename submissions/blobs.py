@@ -137,6 +137,28 @@ def _preparer(field: Field, connection: BaseDatabaseWrapper) -> Callable[[Any], 
             return prep(value, connection)
 
         return integer
+    if (passes := _passes_through(field)) is not None:
+        # A value of this type is what the ORM's calls would hand the driver, unchanged.
+        attname = field.attname
+
+        def plain(obj: Any) -> Any:
+            value = getattr(obj, attname)
+            if value is None or passes(value):
+                return value
+            return prep(field.pre_save(obj, True), connection)
+
+        return plain
+    if type(field) is models.BinaryField and _stock(field, models.BinaryField):
+        attname = field.attname
+        binary = connection.Database.Binary  # type: ignore[attr-defined]  # each backend's driver
+
+        def data(obj: Any) -> Any:
+            value = getattr(obj, attname)
+            if type(value) is bytes:
+                return binary(value)  # BinaryField.get_db_prep_value's wrapping, alone
+            return prep(field.pre_save(obj, True), connection)
+
+        return data
     if (
         type(field) is models.JSONField
         and type(field).pre_save is Field.pre_save
@@ -158,6 +180,41 @@ def _preparer(field: Field, connection: BaseDatabaseWrapper) -> Callable[[Any], 
 
         return json_value
     return lambda obj: prep(field.pre_save(obj, True), connection)
+
+
+def _stock(field: Field, kind: type[Field]) -> bool:
+    """True when the field's preparing methods are those of `kind` and its bases, which the
+    fast paths above stand in for (a subclass that changes one gets the ORM's calls)."""
+    cls = type(field)
+    return (
+        all(
+            getattr(cls, name) is getattr(kind, name)
+            for name in ("pre_save", "get_prep_value", "get_db_prep_value", "get_db_prep_save")
+        )
+        and cls.pre_save is Field.pre_save
+    )
+
+
+def _passes_through(field: Field) -> Callable[[Any], bool] | None:
+    """What tells a value the column takes as it is, if anything does: a bool for a
+    BooleanField, a float for a FloatField (their get_prep_value returns such a value
+    unchanged, and get_db_prep_value adds nothing), a non-empty str for a foreign key to a
+    text key (the target's preparing returns it unchanged; an empty one may mean NULL)."""
+    kind = type(field)
+    if kind is models.BooleanField and _stock(field, models.BooleanField):
+        return lambda value: type(value) is bool
+    if kind is models.FloatField and _stock(field, models.FloatField):
+        return lambda value: type(value) is float
+    if (
+        isinstance(field, models.ForeignKey)
+        and kind is models.ForeignKey
+        and kind.get_db_prep_save is models.ForeignKey.get_db_prep_save
+        and kind.pre_save is Field.pre_save
+        and type(field.target_field) in _TEXT_FIELDS
+        and _stock(field.target_field, type(field.target_field))
+    ):
+        return lambda value: type(value) is str and value != ""
+    return None
 
 
 def _plain_integer(field: Field, connection: BaseDatabaseWrapper) -> bool:

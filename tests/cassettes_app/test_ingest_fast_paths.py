@@ -11,6 +11,7 @@ import datetime as dt
 import gzip
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -531,9 +532,43 @@ def test_bulk_insert_prepares_numbers_and_json_as_the_orm_does(db: None) -> None
             assert _as_sent(ours) == _as_sent(orm), field.name
 
 
+def test_bulk_insert_prepares_flags_floats_bytes_and_blob_keys_as_the_orm_does(
+    db: None,
+) -> None:
+    """Its shortcuts for boolean, float, binary and blob-key columns give every value the
+    ORM's own preparation gives: the plain types, None, and the ones the ORM converts."""
+    from submissions.blobs import _preparer
+
+    rows: list[Any] = [
+        Blob(sha256="a" * 64, is_binary=True, truncated=False, data=b"\x00bytes"),
+        Blob(sha256="b" * 64, is_binary=1, truncated=None, data=bytearray(b"ba")),
+        Blob(sha256="c" * 64, is_binary="f", truncated=0, data=memoryview(b"mv")),
+        Blob(sha256="d" * 64, data=None),
+        Interaction(request_blob_id="a" * 64, response_blob_id=None, duration_ms=12.5),
+        Interaction(request_blob_id="", response_blob_id="b" * 64, duration_ms=3),
+        Interaction(request_blob_id=None, duration_ms="2.25"),
+        Interaction(duration_ms=None),
+    ]
+    checked = set()
+    for row in rows:
+        meta = type(row)._meta
+        for field in meta.concrete_fields:
+            if field is meta.auto_field or getattr(field, "auto_now_add", False):
+                continue
+            orm = field.get_db_prep_save(field.pre_save(row, True), connection)
+            ours = _preparer(field, connection)(row)
+            assert _as_sent(ours) == _as_sent(orm), (field.name, getattr(row, field.attname))
+            checked.add(field.name)
+    assert {"is_binary", "truncated", "data", "request_blob", "duration_ms"} <= checked
+
+
 def _as_sent(value: object) -> tuple[type, object]:
     """A prepared value as the driver sends it: psycopg's JSON wrappers (PostgreSQL) have no
     equality of their own, so they compare by the text they dump."""
+    if isinstance(value, memoryview):  # SQLite's Binary
+        return memoryview, value.tobytes()
+    if type(value).__name__ == "Binary":  # psycopg's, equal by what it wraps
+        return type(value), bytes(value.obj)  # type: ignore[attr-defined]
     dumps = getattr(value, "dumps", None)
     if dumps is not None and hasattr(value, "obj"):
         return type(value), dumps(value.obj)  # type: ignore[attr-defined]
