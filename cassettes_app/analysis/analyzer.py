@@ -191,7 +191,8 @@ class Analyzer:
         discovered = self._discover()
         workers = pool_size(self.processes, discovered, self.root)
         self.pool = PoolStats()
-        for done in examined(front, discovered, workers, self.pool):
+        spool = self._spool
+        for done in examined(front, discovered, workers, self.pool, spool.segment):
             rel, role, size, sha = done.rel, done.role, done.size, done.sha
             result = done.result
             if result is None:

@@ -32,6 +32,7 @@ from cassettes_app.analysis.facts import recording_facts, unknown_shape_facts
 from cassettes_app.analysis.files import read_capped
 from cassettes_app.analysis.reports import DECODED_NOTES, literal_bodies
 from cassettes_app.analysis.turns import (
+    SegmentWriter,
     body_payload,
     compact_message,
     lean_key,
@@ -71,10 +72,11 @@ _AHEAD = 4
 
 @dataclass(frozen=True, slots=True)
 class Spooled:
-    """One message of an exchange as threading keys it and the spool keeps it (its JSON)."""
+    """One message of an exchange as threading keys it and the spool keeps it (its JSON), or
+    the spool address a pool process stored that JSON at (see turns.SegmentWriter)."""
 
     key: tuple
-    data: bytes
+    data: bytes | int
     digest: bytes
 
 
@@ -248,6 +250,22 @@ def _parts(where: tuple[str, int], ex: Exchange) -> ExchangeParts:
     )
 
 
+def _spooled_out(parts: ExchangeParts, writer: SegmentWriter) -> ExchangeParts:
+    """The exchange with its messages' JSON written to the spool segment, their addresses
+    in its place."""
+
+    def out(message: Spooled) -> Spooled:
+        assert isinstance(message.data, bytes)
+        return Spooled(message.key, writer.add_shared(message.data, message.digest), message.digest)
+
+    reply = parts.reply
+    return replace(
+        parts,
+        request=tuple(map(out, parts.request)),
+        reply=out(reply) if reply is not None else None,
+    )
+
+
 def _interaction_secrets(
     found: list[SecretHit], rel: str, interaction: Any, text_scanned: bool
 ) -> None:
@@ -309,20 +327,25 @@ def examined(
     files: list[tuple[str, str]],
     workers: int = 0,
     stats: PoolStats | None = None,
+    segment: Callable[[], tuple[int, int]] | None = None,
 ) -> Iterator[Examined]:
     """`examine` each file, yielded in the order given.
 
     With `workers` (see `pool_size`), the files are examined by that many processes of
     their own (started afresh, never forked: the caller may hold database connections), a
     bounded number of results ahead of the caller; else in this process. `stats` gets
-    what the pool cost once it has ended.
+    what the pool cost once it has ended. `segment` (a TurnSpool's) gives each process a
+    segment of the spool to write its files' messages into: their results then carry the
+    messages' addresses instead of their JSON.
     """
     if not workers:
         for rel, role in files:
             yield examine(config, rel, role)
         return
     chunks = [files[i : i + _CHUNK] for i in range(0, len(files), _CHUNK)]
-    pool = [_Worker(config) for _ in range(min(workers, len(chunks)))]
+    pool = [
+        _Worker(config, segment() if segment else None) for _ in range(min(workers, len(chunks)))
+    ]
     stats = stats if stats is not None else PoolStats()
     try:
         yield from _ordered(pool, chunks, lambda chunk: [examine(config, *f) for f in chunk], stats)
@@ -393,12 +416,13 @@ class _Worker:
     job, an error, a killed worker).
     """
 
-    def __init__(self, config: FrontConfig) -> None:
+    def __init__(self, config: FrontConfig, segment: tuple[int, int] | None = None) -> None:
         self.process = subprocess.Popen(
             [*WORKER_COMMAND, str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=_PACKAGE_ROOT,
+            pass_fds=(segment[1],) if segment else (),
         )
         self.peak_kib = 0
         _widen(self.process.stdout)
@@ -407,7 +431,7 @@ class _Worker:
         self.answers: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
         self.reader = threading.Thread(target=self._drain, name="analysis-pool", daemon=True)
         self.reader.start()
-        self._write(config)
+        self._write((config, segment))
 
     def _drain(self) -> None:
         assert self.process.stdout is not None
@@ -574,13 +598,18 @@ def _exactly(fd: int, size: int) -> bytearray:
 
 
 def _serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
-    """A pool process's loop: the settings, then chunks of files until stdin closes."""
+    """A pool process's loop: the settings (and its spool segment, if any), then chunks of
+    files until stdin closes."""
     try:
-        config = _read(stdin)
+        config, segment = _read(stdin)
+        writer = SegmentWriter(*segment) if segment else None
         while True:
             chunk = _read(stdin)
             try:
                 done = [examine(config, rel, role) for rel, role in chunk]
+                if writer is not None:
+                    for one in done:
+                        one.exchanges = [_spooled_out(parts, writer) for parts in one.exchanges]
                 answer: tuple[bool, Any, int] = (True, done, _peak_kib())
             except Exception as exc:
                 answer = (False, f"{type(exc).__name__}: {exc}", _peak_kib())

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pickle
 import tempfile
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from cassettes_app.parsed import Body
 from cassettes_app.providers import Message, ToolCall, ToolResult
@@ -192,12 +193,46 @@ def spool_digest(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
+# A spool address: the segment (0 the spool's own file, else one a pool process writes) in
+# the bits above SEGMENT_SHIFT, the offset in that segment's file below them.
+SEGMENT_SHIFT = 44
+
+
+class SegmentWriter:
+    """Writes shared values into one segment of a spool (`TurnSpool.segment`) from another
+    process, as `TurnSpool.add_shared` would: each distinct content once, its address back.
+
+    It only appends at the offset it counts from 0; the spool reads with pread, so the
+    file's shared position is never moved under it.
+    """
+
+    def __init__(self, index: int, fd: int) -> None:
+        self.base = index << SEGMENT_SHIFT
+        self.fd = fd
+        self.size = 0
+        self.offsets: dict[bytes, int] = {}
+
+    def add_shared(self, data: bytes, digest: bytes) -> int:
+        address = self.offsets.get(digest)
+        if address is None:
+            if len(self.offsets) >= MEMO_MAX:
+                self.offsets.clear()
+            address = self.offsets[digest] = self.base + self.size
+            view = memoryview(len(data).to_bytes(8, "little") + data)
+            while view:
+                view = view[os.write(self.fd, view) :]
+            self.size += 8 + len(data)
+        return address
+
+
 class TurnSpool:
-    """What the turns of a conversation show, kept in a temporary file instead of memory.
+    """What the turns of a conversation show, kept in temporary files instead of memory.
 
     Each distinct message (its `message_json`) is written once, whatever the number of
     requests repeating it (within the last MEMO_MAX distinct ones); an exchange keeps only
-    the offsets of its messages (pickled, with its usage).
+    the addresses of its messages (pickled, with its usage). Pool processes write the
+    messages of the files they examine into segments of their own (`segment`), so those
+    never pass through the analyser's process until a turn is stored.
     """
 
     def __init__(self) -> None:
@@ -205,6 +240,7 @@ class TurnSpool:
         self._size = 0
         self._reading = False
         self._offsets: dict[bytes, int] = {}
+        self._segments: list[IO[bytes]] = []  # segment k is _segments[k - 1]
 
     def _write(self, data: bytes) -> int:
         if self._reading:
@@ -220,8 +256,11 @@ class TurnSpool:
         """Store a value (read back by `get`)."""
         return self._write(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
 
-    def add_shared(self, data: bytes, digest: bytes) -> int:
-        """Store bytes once per distinct content (`digest`: `spool_digest(data)`)."""
+    def add_shared(self, data: bytes | int, digest: bytes) -> int:
+        """Store bytes once per distinct content (`digest`: `spool_digest(data)`); an int is
+        the address a SegmentWriter already stored them at."""
+        if isinstance(data, int):
+            return data
         offset = self._offsets.get(digest)
         if offset is None:
             if len(self._offsets) >= MEMO_MAX:
@@ -229,12 +268,24 @@ class TurnSpool:
             offset = self._offsets[digest] = self._write(data)
         return offset
 
+    def segment(self) -> tuple[int, int]:
+        """A new segment for another process's SegmentWriter: (its index, its descriptor,
+        which the spool keeps open until it closes)."""
+        handle = tempfile.TemporaryFile()  # noqa: SIM115 - closed with the spool
+        self._segments.append(handle)
+        return len(self._segments), handle.fileno()
+
     def get(self, offset: int) -> Any:
         """The value `add` stored at `offset` (a fresh copy each time)."""
         return pickle.loads(self.get_bytes(offset))  # noqa: S301 - our own temporary file
 
-    def get_bytes(self, offset: int) -> bytes:
-        """The bytes stored at `offset`."""
+    def get_bytes(self, address: int) -> bytes:
+        """The bytes stored at `address`."""
+        index, offset = address >> SEGMENT_SHIFT, address & ((1 << SEGMENT_SHIFT) - 1)
+        if index:
+            fd = self._segments[index - 1].fileno()
+            size = int.from_bytes(os.pread(fd, 8, offset), "little")
+            return os.pread(fd, size, offset + 8)
         if not self._reading:
             self._file.flush()
             self._reading = True
@@ -244,6 +295,9 @@ class TurnSpool:
 
     def close(self) -> None:
         self._file.close()
+        for handle in self._segments:
+            handle.close()
+        self._segments.clear()
 
 
 def body_payload(body: Body) -> Any:

@@ -22,6 +22,7 @@ import pytest
 
 from cassettes_app.analysis import AnalysisConfig, Analyzer, front
 from cassettes_app.analysis.front import FrontConfig
+from cassettes_app.analysis.turns import SEGMENT_SHIFT, SegmentWriter, TurnSpool
 from cassettes_app.limits import ParseLimits
 from tests.paths import DEMO_REPOS, FIXTURES
 
@@ -111,14 +112,24 @@ def test_a_pool_analyses_a_mixed_tree_as_one_process_does(
     started: list[int] = []
     real_worker = front._Worker
 
-    def counting_worker(config: Any) -> Any:
-        worker = real_worker(config)
+    def counting_worker(config: Any, segment: Any) -> Any:
+        worker = real_worker(config, segment)
         started.append(worker.process.pid)
         return worker
 
     monkeypatch.setattr(front, "_Worker", counting_worker)
+    # Messages a pool process examined arrive as the addresses it spooled them at.
+    spooled: list[type] = []
+    real_add = TurnSpool.add_shared
+
+    def noting_add(spool: TurnSpool, data: bytes | int, digest: bytes) -> int:
+        spooled.append(type(data))
+        return real_add(spool, data, digest)
+
+    monkeypatch.setattr(TurnSpool, "add_shared", noting_add)
     pooled = _everything(tmp_path, 2)
     assert len(set(started)) == 2, "the tree was not handed to two processes"
+    assert int in spooled, "no message was spooled by a pool process"
     # Something of every kind was found, so the comparison below compares something.
     assert len(serial["reports"]) >= front.POOL_MIN_FILES
     assert serial["hits"] and serial["threads"] and serial["facts"]
@@ -228,7 +239,7 @@ def test_a_failing_pool_process_fails_the_analysis_with_why(
     monkeypatch.setattr(front, "WORKER_COMMAND", [sys.executable, "-c", program])
     broken = FrontConfig(tmp_path, None)  # type: ignore[arg-type]
     real_worker = front._Worker
-    monkeypatch.setattr(front, "_Worker", lambda config: real_worker(broken))
+    monkeypatch.setattr(front, "_Worker", lambda config, segment: real_worker(broken, segment))
     analyzer = Analyzer(tmp_path, _config(), 2)
     with pytest.raises(RuntimeError, match=re.escape(error)):
         list(analyzer.files())
@@ -242,8 +253,8 @@ def test_pool_processes_end_when_the_analysis_stops_early(
     workers: list[Any] = []
     real_worker = front._Worker
 
-    def keeping_worker(config: Any) -> Any:
-        workers.append(real_worker(config))
+    def keeping_worker(config: Any, segment: Any) -> Any:
+        workers.append(real_worker(config, segment))
         return workers[-1]
 
     monkeypatch.setattr(front, "_Worker", keeping_worker)
@@ -376,3 +387,27 @@ def test_answers_come_through_a_pipe_wide_enough_to_take_one_whole(tmp_path: Pat
         assert size >= min(front._PIPE_BYTES, allowed)
     finally:
         worker.close()
+
+
+def test_a_spool_reads_back_what_other_processes_wrote_into_its_segments() -> None:
+    """Each segment is read where its writer put each value, beside the spool's own file;
+    a content written twice into one segment is stored once."""
+    spool = TurnSpool()
+    try:
+        own = spool.add_shared(b'{"own": 1}', b"d-own")
+        payload = spool.add({"usage": 1})
+        writers = [SegmentWriter(*spool.segment()) for _ in range(2)]
+        first = writers[0].add_shared(b'{"a": 1}', b"d-a")
+        again = writers[0].add_shared(b'{"a": 1}', b"d-a")
+        big = writers[1].add_shared(b"x" * 300_000, b"d-x")
+        second = writers[1].add_shared(b'{"b": 2}', b"d-b")
+        assert first == again and first >> SEGMENT_SHIFT == 1 and big >> SEGMENT_SHIFT == 2
+        assert spool.add_shared(first, b"d-a") == first  # an address passes as it is
+        assert spool.get_bytes(first) == b'{"a": 1}'
+        assert spool.get_bytes(big) == b"x" * 300_000
+        assert spool.get_bytes(second) == b'{"b": 2}'
+        assert spool.get_bytes(own) == b'{"own": 1}'
+        assert spool.get(payload) == {"usage": 1}
+        assert os.fstat(writers[0].fd).st_size == 8 + len(b'{"a": 1}')
+    finally:
+        spool.close()
