@@ -197,3 +197,51 @@ def test_the_embedded_broker_publishes_without_a_warning_about_a_host(tmp_path: 
     # kombu's filesystem transport, with whole messages only (reviewer/broker.py)
     assert result.stdout.strip() == "reviewer.broker:Transport"
     assert "hostname" not in result.stderr
+
+
+def _sqlite_boot(data_dir: Path) -> subprocess.CompletedProcess[str]:
+    """Boot on the embedded SQLite database in data_dir, write a row, print its settings."""
+    code = (
+        "import django; django.setup(); from django.db import connection; "
+        "cur = connection.cursor(); "
+        "cur.execute('CREATE TABLE IF NOT EXISTS t (x BLOB)'); "
+        "cur.execute('INSERT INTO t VALUES (zeroblob(40000))'); "
+        "print(*(cur.execute(f'PRAGMA {p}').fetchone()[0] "
+        "for p in ('page_size', 'journal_mode', 'synchronous')), "
+        "cur.execute('SELECT count(*) FROM t').fetchone()[0])"
+    )
+    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**clean, "DJANGO_SETTINGS_MODULE": "reviewer.settings", "DATA_DIR": str(data_dir)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_new_sqlite_database_gets_large_pages_and_an_old_one_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    """Bodies live in their rows: a new embedded database is made with large pages, in WAL
+    mode; one made before (4 KiB pages) opens as it was, its rows kept."""
+    import sqlite3
+
+    from django.conf import settings
+
+    new = _sqlite_boot(tmp_path / "new")
+    assert new.returncode == 0, new.stderr
+    assert new.stdout.split() == [str(settings.SQLITE_PAGE_BYTES), "wal", "1", "1"]
+    again = _sqlite_boot(tmp_path / "new")
+    assert again.stdout.split() == [str(settings.SQLITE_PAGE_BYTES), "wal", "1", "2"]
+
+    (tmp_path / "old").mkdir()
+    with sqlite3.connect(tmp_path / "old" / "db.sqlite3") as old_db:
+        old_db.execute("PRAGMA journal_mode=WAL")
+        old_db.execute("CREATE TABLE t (x BLOB)")
+        old_db.execute("INSERT INTO t VALUES (zeroblob(10))")
+    old_db.close()
+    old = _sqlite_boot(tmp_path / "old")
+    assert old.returncode == 0, old.stderr
+    assert old.stdout.split() == ["4096", "wal", "1", "2"]
