@@ -30,8 +30,8 @@ SEEN_MAX = 65_536
 
 class RawJson(str):
     """JSON text that a plain JSONField column takes as it is in `bulk_insert` (the value
-    stored is the text, not a JSON string holding it). It must be what json.dumps would
-    write, defaults and all: it is stored unchecked."""
+    stored is the text, not a JSON string holding it). It is stored unchecked: it must be
+    JSON text of the value (json's or orjson's, as `turns.message_json` writes it)."""
 
     __slots__ = ()
 

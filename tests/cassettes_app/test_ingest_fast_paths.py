@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import hashlib
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +161,59 @@ def test_a_canonical_request_is_the_same_text_on_the_ascii_path(payload: dict) -
         assert recompute_key(payload, volatile, ascii_likely=True) == recompute_key(
             payload, volatile
         )
+
+
+def _brief_key_text(value: object) -> bytes:
+    """The brief's canonical request, as its sample harness writes it."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8", "surrogatepass"
+    )
+
+
+def _random_json(rng: random.Random, depth: int = 0) -> object:
+    """A value json.loads (or a YAML reader) could give: every kind, odd characters, floats
+    of every size, integers past 64 bits, keys that sort by code point."""
+    pick = rng.randrange(12 if depth < 4 else 7)
+    if pick == 0:
+        return rng.choice([None, True, False])
+    if pick == 1:
+        return rng.choice([0, -1, 7, 2**53 + 1, 2**63 - 1, -(2**63), 2**64 - 1, 2**64, -(2**70)])
+    if pick == 2:
+        magnitude = 10 ** rng.uniform(-9, 22)
+        return rng.choice([1, -1]) * rng.choice([magnitude, round(magnitude, 2), 0.0, -0.0])
+    if pick == 3:
+        return rng.choice([float("nan"), float("inf"), 1e16, 1e-5, 0.0001, 123456789.125])
+    if pick in (4, 5, 6):
+        alphabet = [chr(c) for c in range(0, 0x80)] + ["\u00e9", "\u2028", "\ud800", "\U0001f600"]
+        return "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 40)))
+    if pick in (7, 8):
+        return [_random_json(rng, depth + 1) for _ in range(rng.randrange(0, 5))]
+    if pick == 9:
+        return (1, "tuple")  # not from JSON: json writes a list, and so must the key
+    keys = ["a", "B", "b", "\u00e9", "e", "", "\x7f", "\U0001f600", "\uffff"]
+    return {rng.choice(keys): _random_json(rng, depth + 1) for _ in range(rng.randrange(0, 6))}
+
+
+def test_the_canonical_request_is_the_briefs_text_whichever_encoder_writes_it() -> None:
+    """Keys must hash exactly what the brief's harness hashes: on thousands of random
+    requests (floats with and without an exponent, NaN, huge integers, lone surrogates,
+    non-ASCII keys, deep nesting) the canonical text and key are the brief's."""
+    rng = random.Random(32)
+    deep: object = "bottom"
+    for _ in range(100):
+        deep = {"k": [deep]}
+    payloads = [{"messages": [_random_json(rng) for _ in range(3)], "x": _random_json(rng)}]
+    payloads += [_random_json(rng) for _ in range(3000)] + [deep]
+    for payload in payloads:
+        for volatile in ((), VOLATILE):
+            value = (
+                {k: v for k, v in payload.items() if k not in volatile}
+                if isinstance(payload, dict)
+                else payload
+            )
+            want = _brief_key_text(value)
+            assert canonical_request(payload, volatile).encode("utf-8", "surrogatepass") == want
+            assert recompute_key(payload, volatile, 64) == hashlib.sha256(want).hexdigest()
 
 
 # --------------------------------------------------------------------------- the analyser
@@ -611,3 +666,28 @@ def test_rows_made_without_model_instances_store_what_instances_store(db: None) 
     assert Blob.objects.filter(created__isnull=True).count() == 0  # stamped, as by the ORM
     with pytest.raises(TypeError, match=r"missing \['sha256', 'storage_name'\], unknown \['sha'\]"):
         make(sha="c" * 64, data=b"", **values)
+
+
+def test_a_turn_message_reads_back_as_json_would_have_written_it() -> None:
+    """A message's spooled JSON (orjson's where it can) reads back as the value json's text
+    of it reads back as: YAML dates and bytes as their str(), long and odd texts, tool
+    arguments of every kind; a lone surrogate or an integer past 64 bits falls back to json."""
+    from cassettes_app.analysis.turns import message_dict, message_json
+    from cassettes_app.providers import Message, ToolCall, ToolResult
+
+    when = dt.datetime(2026, 11, 29, 10, 30, tzinfo=dt.UTC)
+    texts = ["plain", 'caf\u00e9 \u2028 \U0001f600 \x00 \x7f "q" \\', "x" * 30_000, "\ud800 lone"]
+    arguments = [{"n": 1.5, "when": when, "day": when.date()}, {"big": 2**70}, [1, None], "raw"]
+    for text in texts:
+        for args in arguments:
+            message = Message(
+                role="assistant",
+                text=text,
+                tool_calls=[ToolCall("c1", "lookup", args, json.dumps(str(args)), True)],
+                tool_results=[ToolResult("c1", b"bytes out", False, "lookup")],
+                raw=None,
+            )
+            data = message_json(message)
+            want = json.loads(json.dumps(message_dict(message), default=str))
+            assert json.loads(data) == want
+            data.decode("utf-8")  # the spool's reader decodes it so
