@@ -18,6 +18,7 @@ import brotli
 
 from cassettes_app import safeload
 from cassettes_app.headers import get_header, header_pairs
+from cassettes_app.jsonvalues import spaced_json
 from cassettes_app.limits import DEFAULT_LIMITS, ParseLimits
 from cassettes_app.parsed import Body
 from cassettes_app.providers.eventstream import (
@@ -224,6 +225,17 @@ def _normalised(headers: object) -> TypeGuard[list[tuple[str, str]]]:
     )
 
 
+def _json_value_body(raw: dict | list, content_type: str | None, ascii_values: bool) -> Body:
+    """A body already parsed by the recording's own JSON (cassette-task payloads, fixtures),
+    kept as json.dumps(raw, ensure_ascii=False) writes it (orjson's text made the same,
+    when it can be), which for ASCII values is json.dumps(raw) too."""
+    fast = spaced_json(raw)
+    if fast is not None:
+        return Body(fast, fast.decode(), raw, content_type, "json value")
+    dumped = json.dumps(raw) if ascii_values else json.dumps(raw, ensure_ascii=False)
+    return Body(dumped.encode("utf-8", "surrogatepass"), dumped, raw, content_type, "json value")
+
+
 def decode_body(
     raw: bytes | bytearray | str | dict[str, Any] | list[Any] | None,
     headers: Mapping[str, Any] | Iterable[tuple[str, str]] | None = None,
@@ -244,11 +256,7 @@ def decode_body(
     if raw is None:
         return Body(content_type=content_type)
     if isinstance(raw, dict | list):
-        # Already parsed by the recording's own JSON (cassette-task payloads, fixtures).
-        dumped = json.dumps(raw) if ascii_values else json.dumps(raw, ensure_ascii=False)
-        return Body(
-            dumped.encode("utf-8", "surrogatepass"), dumped, raw, content_type, "json value"
-        )
+        return _json_value_body(raw, content_type, ascii_values)
 
     notes: list[str] = []
     problems: list[str] = []

@@ -9,7 +9,10 @@ different.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
+
+import orjson
 
 # The first characters JSON text can start with: an object, an array, a string, a number,
 # true, false, null. Anything else is not parsed at all (cheap for plain text bodies).
@@ -91,3 +94,66 @@ def _integral(value: Any) -> Any:
     if kind is list or kind is tuple:
         return [_integral(v) for v in value]
     return value
+
+
+# -- json's own text, written faster --------------------------------------------------------
+
+# Deeper values are left to json (orjson refuses past 255 levels; a walk this deep is rare).
+_EXACT_DEPTH = 64
+
+
+def _orjson_exact(value: Any, depth: int = 0) -> bool:
+    """True when orjson writes value as json.dumps does (compact, ensure_ascii=False, keys
+    in their order or both sorted), but for the errors it raises (lone surrogates, integers
+    past 64 bits): it holds only dicts with str keys, lists, str, int, bool, None and
+    floats Python writes without an exponent. Both escape the same characters the same
+    way, sort keys by code point, and write such floats alike (checked on 360,000 doubles);
+    they part on floats written with an exponent (1e+16 against 1e16), NaN and infinities,
+    and keys that are not str.
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return math.isfinite(value) and "e" not in repr(value)
+    if depth >= _EXACT_DEPTH:
+        return False
+    if kind is dict:
+        return all(type(k) is str and _orjson_exact(v, depth + 1) for k, v in value.items())
+    if kind is list:
+        return all(_orjson_exact(v, depth + 1) for v in value)
+    return False
+
+
+def compact_json(value: Any, *, sort_keys: bool = False) -> bytes | None:
+    """json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys) as
+    UTF-8, written by orjson (thirty times faster on long texts) when its text is provably
+    the same; None when it may not be, for the caller to ask json."""
+    if not _orjson_exact(value):
+        return None
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else 0)
+    except orjson.JSONEncodeError:  # a lone surrogate, an integer past 64 bits
+        return None
+
+
+def spaced_json(value: Any) -> bytes | None:
+    """json.dumps(value, ensure_ascii=False) as UTF-8 (its ", " and ": " separators), from
+    orjson's compact text when `compact_json` gives one; None otherwise.
+
+    A separator is a comma or colon outside strings: the text is split at its quotes, and
+    a quote ends a string unless an odd run of backslashes escapes it.
+    """
+    compact = compact_json(value)
+    if compact is None:
+        return None
+    parts = compact.split(b'"')
+    inside = False
+    for i, part in enumerate(parts):
+        if not inside:
+            if b"," in part or b":" in part:
+                parts[i] = part.replace(b",", b", ").replace(b":", b": ")
+            inside = True  # the quote after this part opens a string
+        elif not part.endswith(b"\\") or (len(part) - len(part.rstrip(b"\\"))) % 2 == 0:
+            inside = False  # the quote after this part closes it
+    return b'"'.join(parts)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
-import orjson
+from cassettes_app.jsonvalues import compact_json
 
 __all__ = [
     "DEFAULT_KEY_LENGTH",
@@ -75,51 +74,22 @@ def _canonical_bytes(
 ) -> bytes:
     """`canonical_request` as UTF-8 (lone surrogates kept, as the key's hash takes them).
 
-    orjson writes it when it writes exactly what json.dumps would (`_orjson_exact`): thirty
+    orjson writes it when it writes exactly what json.dumps would (`compact_json`): thirty
     times faster on a request's long texts. Else json: `ascii_likely` (say, the payload came
     from a file `bodies.ascii_json` holds for) tries its ASCII encoder first, twice as fast
     as the other, whose text is the same whenever it escaped no character as \\uXXXX (a
     non-ASCII character or DEL).
     """
     value = _drop_top(payload, volatile_fields)
-    if _orjson_exact(value):
-        try:
-            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-        except orjson.JSONEncodeError:  # a lone surrogate, an integer past 64 bits, depth
-            pass
+    fast = compact_json(value, sort_keys=True)
+    if fast is not None:
+        return fast
     if ascii_likely:
         text = json.dumps(value, sort_keys=True, separators=(",", ":"))
         if "\\u" not in text:
             return text.encode("ascii")
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return text.encode("utf-8", "surrogatepass")
-
-
-# Deeper values are left to json (orjson refuses past 255 levels; a walk this deep is rare).
-_EXACT_DEPTH = 64
-
-
-def _orjson_exact(value: Any, depth: int = 0) -> bool:
-    """True when orjson, keys sorted, writes value as json.dumps would (sorted, compact,
-    ensure_ascii=False), but for the errors it raises (lone surrogates, integers past 64
-    bits): it holds only dicts with str keys, lists, str, int, bool, None and floats Python
-    writes without an exponent. Both escape the same characters the same way, sort keys
-    by code point, and write such floats alike (checked on 360,000 doubles); they part on
-    floats written with an exponent (1e+16 against 1e16), NaN and infinities, tuples and
-    keys that are not str.
-    """
-    kind = type(value)
-    if kind is str or kind is int or kind is bool or value is None:
-        return True
-    if kind is float:
-        return math.isfinite(value) and "e" not in repr(value)
-    if depth >= _EXACT_DEPTH:
-        return False
-    if kind is dict:
-        return all(type(k) is str and _orjson_exact(v, depth + 1) for k, v in value.items())
-    if kind is list:
-        return all(_orjson_exact(v, depth + 1) for v in value)
-    return False
 
 
 def _digest(text: str) -> str:

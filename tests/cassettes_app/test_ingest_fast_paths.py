@@ -216,6 +216,31 @@ def test_the_canonical_request_is_the_briefs_text_whichever_encoder_writes_it() 
             assert recompute_key(payload, volatile, 64) == hashlib.sha256(want).hexdigest()
 
 
+def test_a_json_value_body_is_jsons_text_whichever_encoder_writes_it() -> None:
+    """A body recorded as a JSON value is stored as json.dumps writes it (its digest names
+    the blob): on thousands of random values (quotes, backslashes, commas and colons inside
+    strings and keys, escaped quotes after backslash runs, floats, NaN, huge integers, lone
+    surrogates) the stored bytes and text are json's."""
+    rng = random.Random(7)
+    tricky = ["\\", '"', ",", ":", '\\"', '\\\\"', '", "', '": "', "\u00e9", "\ud800"]
+    seen = 0
+    for _ in range(6000):
+        value = _random_json(rng)
+        if isinstance(value, dict):
+            value[rng.choice(tricky)] = rng.choice(tricky) * rng.randrange(1, 4)
+        if not isinstance(value, dict | list):
+            continue
+        want = json.dumps(value, ensure_ascii=False)
+        body = decode_body(value, None)
+        assert body.data == want.encode("utf-8", "surrogatepass")
+        assert body.text == want and body.json is value
+        raw = json.dumps(value).encode()
+        if ascii_json(raw):
+            assert decode_body(value, None, ascii_values=True) == body
+        seen += 1
+    assert seen > 1000
+
+
 # --------------------------------------------------------------------------- the analyser
 
 
