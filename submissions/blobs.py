@@ -148,7 +148,7 @@ def _preparer(field: Field, connection: BaseDatabaseWrapper) -> Callable[[Any], 
             return prep(field.pre_save(obj, True), connection)
 
         return plain
-    if type(field) is models.BinaryField and _stock(field, models.BinaryField):
+    if type(field) is models.BinaryField:
         attname = field.attname
         binary = connection.Database.Binary  # type: ignore[attr-defined]  # each backend's driver
 
@@ -182,36 +182,21 @@ def _preparer(field: Field, connection: BaseDatabaseWrapper) -> Callable[[Any], 
     return lambda obj: prep(field.pre_save(obj, True), connection)
 
 
-def _stock(field: Field, kind: type[Field]) -> bool:
-    """True when the field's preparing methods are those of `kind` and its bases, which the
-    fast paths above stand in for (a subclass that changes one gets the ORM's calls)."""
-    cls = type(field)
-    return (
-        all(
-            getattr(cls, name) is getattr(kind, name)
-            for name in ("pre_save", "get_prep_value", "get_db_prep_value", "get_db_prep_save")
-        )
-        and cls.pre_save is Field.pre_save
-    )
-
-
 def _passes_through(field: Field) -> Callable[[Any], bool] | None:
     """What tells a value the column takes as it is, if anything does: a bool for a
     BooleanField, a float for a FloatField (their get_prep_value returns such a value
     unchanged, and get_db_prep_value adds nothing), a non-empty str for a foreign key to a
-    text key (the target's preparing returns it unchanged; an empty one may mean NULL)."""
+    text key (the target's preparing returns it unchanged; an empty one may mean NULL).
+    Exact classes only: a subclass may prepare its values its own way."""
     kind = type(field)
-    if kind is models.BooleanField and _stock(field, models.BooleanField):
+    if kind is models.BooleanField:
         return lambda value: type(value) is bool
-    if kind is models.FloatField and _stock(field, models.FloatField):
+    if kind is models.FloatField:
         return lambda value: type(value) is float
     if (
         isinstance(field, models.ForeignKey)
         and kind is models.ForeignKey
-        and kind.get_db_prep_save is models.ForeignKey.get_db_prep_save
-        and kind.pre_save is Field.pre_save
         and type(field.target_field) in _TEXT_FIELDS
-        and _stock(field.target_field, type(field.target_field))
     ):
         return lambda value: type(value) is str and value != ""
     return None
