@@ -368,7 +368,10 @@ def _ordered(
     """
     owner: list[_Worker | None] = [None] * len(chunks)
     done_here: dict[int, list[Examined]] = {}  # examined here, ahead of their turn
-    sent = 0  # chunks before this one are held by a process, examined here, or yielded
+    # Chunks before this one are held by a process, examined here, or yielded. A process
+    # always holds _AHEAD unanswered chunks while any is left, so the chunk awaited next
+    # is always before it.
+    sent = 0
 
     def give(worker: _Worker) -> None:
         nonlocal sent
@@ -380,15 +383,10 @@ def _ordered(
     for _ in range(_AHEAD):
         for each in pool:
             give(each)
-    for index, chunk in enumerate(chunks):
+    for index in range(len(chunks)):
         worker = owner[index]
-        if worker is None:  # nobody took it: the pool had its fill of chunks ahead
-            ready = done_here.pop(index, None)
-            if ready is None:
-                stats.examined_here += len(chunk)
-                ready = here(chunk)
-                sent = max(sent, index + 1)
-            yield from ready
+        if worker is None:  # examined here while an earlier one was awaited
+            yield from done_here.pop(index)
             continue
         # A chunk goes to a process only while the ones before it are taken (`sent`), and a
         # process answers in the order it was given chunks: this is its oldest unanswered.
