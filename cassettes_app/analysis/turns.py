@@ -211,11 +211,12 @@ SEGMENT_SHIFT = 44
 
 
 class SegmentWriter:
-    """Writes shared values into one segment of a spool (`TurnSpool.segment`) from another
-    process, as `TurnSpool.add_shared` would: each distinct content once, its address back.
+    """Appends values to one segment of a spool (`TurnSpool.segment`), from this process or
+    another, and gives each one's address; shared ones are written once per distinct
+    content (within the last MEMO_MAX).
 
-    It only appends at the offset it counts from 0; the spool reads with pread, so the
-    file's shared position is never moved under it.
+    It appends at the offset it counts from 0; the spool reads with pread, so the file's
+    shared position is never moved under it.
     """
 
     def __init__(self, index: int, fd: int) -> None:
@@ -224,16 +225,21 @@ class SegmentWriter:
         self.size = 0
         self.offsets: dict[bytes, int] = {}
 
+    def append(self, data: bytes) -> int:
+        address = self.base + self.size
+        view = memoryview(len(data).to_bytes(8, "little") + data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+        self.size += 8 + len(data)
+        return address
+
     def add_shared(self, data: bytes, digest: bytes) -> int:
+        """Store bytes once per distinct content (`digest`: `spool_digest(data)`)."""
         address = self.offsets.get(digest)
         if address is None:
             if len(self.offsets) >= MEMO_MAX:
                 self.offsets.clear()
-            address = self.offsets[digest] = self.base + self.size
-            view = memoryview(len(data).to_bytes(8, "little") + data)
-            while view:
-                view = view[os.write(self.fd, view) :]
-            self.size += 8 + len(data)
+            address = self.offsets[digest] = self.append(data)
         return address
 
 
@@ -244,48 +250,32 @@ class TurnSpool:
     requests repeating it (within the last MEMO_MAX distinct ones); an exchange keeps only
     the addresses of its messages (pickled, with its usage). Pool processes write the
     messages of the files they examine into segments of their own (`segment`), so those
-    never pass through the analyser's process until a turn is stored.
+    never pass through the analyser's process until a turn is stored; this process writes
+    into segment 0.
     """
 
     def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the analyser
-        self._size = 0
-        self._reading = False
-        self._offsets: dict[bytes, int] = {}
-        self._segments: list[IO[bytes]] = []  # segment k is _segments[k - 1]
-
-    def _write(self, data: bytes) -> int:
-        if self._reading:
-            self._file.seek(self._size)
-            self._reading = False
-        offset = self._size
-        self._file.write(len(data).to_bytes(8, "little"))
-        self._file.write(data)
-        self._size += 8 + len(data)
-        return offset
+        # Segment k's file; only their descriptors are used (os.write, os.pread).
+        self._files: list[IO[bytes]] = []
+        self._own = SegmentWriter(*self.segment())
 
     def add(self, value: Any) -> int:
         """Store a value (read back by `get`)."""
-        return self._write(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        return self._own.append(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
 
     def add_shared(self, data: bytes | int, digest: bytes) -> int:
-        """Store bytes once per distinct content (`digest`: `spool_digest(data)`); an int is
-        the address a SegmentWriter already stored them at."""
+        """`SegmentWriter.add_shared` into segment 0; an int is the address another
+        process's SegmentWriter already stored the bytes at."""
         if isinstance(data, int):
             return data
-        offset = self._offsets.get(digest)
-        if offset is None:
-            if len(self._offsets) >= MEMO_MAX:
-                self._offsets.clear()
-            offset = self._offsets[digest] = self._write(data)
-        return offset
+        return self._own.add_shared(data, digest)
 
     def segment(self) -> tuple[int, int]:
-        """A new segment for another process's SegmentWriter: (its index, its descriptor,
-        which the spool keeps open until it closes)."""
+        """A new segment for a SegmentWriter: (its index, its descriptor, which the spool
+        keeps open until it closes)."""
         handle = tempfile.TemporaryFile()  # noqa: SIM115 - closed with the spool
-        self._segments.append(handle)
-        return len(self._segments), handle.fileno()
+        self._files.append(handle)
+        return len(self._files) - 1, handle.fileno()
 
     def get(self, offset: int) -> Any:
         """The value `add` stored at `offset` (a fresh copy each time)."""
@@ -293,23 +283,15 @@ class TurnSpool:
 
     def get_bytes(self, address: int) -> bytes:
         """The bytes stored at `address`."""
-        index, offset = address >> SEGMENT_SHIFT, address & ((1 << SEGMENT_SHIFT) - 1)
-        if index:
-            fd = self._segments[index - 1].fileno()
-            size = int.from_bytes(os.pread(fd, 8, offset), "little")
-            return os.pread(fd, size, offset + 8)
-        if not self._reading:
-            self._file.flush()
-            self._reading = True
-        self._file.seek(offset)
-        size = int.from_bytes(self._file.read(8), "little")
-        return self._file.read(size)
+        offset = address & ((1 << SEGMENT_SHIFT) - 1)
+        fd = self._files[address >> SEGMENT_SHIFT].fileno()
+        size = int.from_bytes(os.pread(fd, 8, offset), "little")
+        return os.pread(fd, size, offset + 8)
 
     def close(self) -> None:
-        self._file.close()
-        for handle in self._segments:
+        for handle in self._files:
             handle.close()
-        self._segments.clear()
+        self._files.clear()
 
 
 def body_payload(body: Body) -> Any:
