@@ -14,6 +14,7 @@ import dataclasses
 import errno
 import fcntl
 import io
+import math
 import os
 import pickle
 import queue
@@ -64,10 +65,15 @@ HINTS = {"ledger": "ledger", "trace": "trace", "recording": None}
 # costs more than it saves.
 POOL_MIN_FILES = 64
 POOL_MIN_BYTES = 16 * 1024 * 1024
-# Files handed to one process at a time, and results held ahead of the analyser per
-# process: enough to keep every process busy, few enough to keep memory flat.
+# Files handed to one process at a time, and the chunks a process holds (given, their
+# answers not yet taken): _AHEAD, and up to _AHEAD_MAX while that many answers of the size
+# it has answered so far come to under _HELD_BYTES. Holding more keeps the processes busy
+# through the analyser's pauses (its commits, the chunks it examines itself); the bytes keep
+# the answers waiting in the analyser's memory few when they are large.
 _CHUNK = 8
 _AHEAD = 4
+_AHEAD_MAX = 32
+_HELD_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,15 +368,16 @@ def _ordered(
     stats: PoolStats,
 ) -> Iterator[Examined]:
     """Each chunk's results, in order. Chunks go to the pool's processes in order, each
-    holding up to _AHEAD; whenever the next result is not ready, this process examines the
-    next chunk nobody holds (`here`) instead of waiting: it was idle half the time while
-    the pool parsed, with a core to spare, and the time to the verdict is the pool's.
+    holding _AHEAD and more while its answers are small (see _AHEAD_MAX); whenever the next
+    result is not ready, this process examines the next chunk nobody holds (`here`) instead
+    of waiting: it was idle half the time while the pool parsed, with a core to spare, and
+    the time to the verdict is the pool's.
     """
     owner: list[_Worker | None] = [None] * len(chunks)
     done_here: dict[int, list[Examined]] = {}  # examined here, ahead of their turn
     # Chunks before this one are held by a process, examined here, or yielded. A process
-    # always holds _AHEAD unanswered chunks while any is left, so the chunk awaited next
-    # is always before it.
+    # always holds at least _AHEAD unanswered chunks while any is left, so the chunk
+    # awaited next is always before it.
     sent = 0
 
     def give(worker: _Worker) -> None:
@@ -379,6 +386,16 @@ def _ordered(
             worker.send(chunks[sent])
             owner[sent] = worker
             sent += 1
+
+    def room(worker: _Worker) -> bool:
+        held = worker.pending
+        if held < _AHEAD:
+            return True
+        return held < _AHEAD_MAX and (held + 1) * worker.answer_bytes() <= _HELD_BYTES
+
+    def top_up(worker: _Worker) -> None:
+        while sent < len(chunks) and room(worker):
+            give(worker)
 
     for _ in range(_AHEAD):
         for each in pool:
@@ -395,7 +412,7 @@ def _ordered(
             done_here[sent] = here(chunks[sent])
             sent += 1
         done = worker.receive()
-        give(worker)  # the freed place goes to the next chunk, same worker
+        top_up(worker)  # the freed places go to the next chunks
         yield from done
 
 
@@ -425,6 +442,7 @@ class _Worker:
         self.peak_kib = 0
         _widen(self.process.stdout)
         self.pending = 0  # chunks sent and not received
+        self.taken = self.taken_bytes = 0  # answers received, and their bytes
         # Answers read and not yet taken; None once its stdout has ended.
         self.answers: queue.SimpleQueue[bytearray | None] = queue.SimpleQueue()
         self.reader = threading.Thread(target=self._drain, name="analysis-pool", daemon=True)
@@ -457,11 +475,17 @@ class _Worker:
             self.answers.put(None)  # any later receive ends the same way
             raise RuntimeError(self._ended())
         self.pending -= 1
+        self.taken += 1
+        self.taken_bytes += len(frame)
         ok, value, peak = _loads(frame)
         self.peak_kib = max(self.peak_kib, peak)
         if not ok:
             raise RuntimeError(f"an analysis process failed: {value}")
         return value
+
+    def answer_bytes(self) -> float:
+        """The mean size of this process's answers so far (infinite before the first)."""
+        return self.taken_bytes / self.taken if self.taken else math.inf
 
     def _ended(self) -> str:
         code = self.process.wait(timeout=10)

@@ -159,20 +159,33 @@ def test_the_analyser_examines_files_itself_while_the_pool_is_behind(
 
 
 class _FakeWorker:
-    """A pool process that answers a chunk only when asked (`receive`), or at once."""
+    """A pool process that answers a chunk only when asked (`receive`), or at once, with
+    answers of `size` bytes."""
 
-    def __init__(self, at_once: bool) -> None:
+    def __init__(self, at_once: bool, size: int = 1000) -> None:
         self.at_once = at_once
+        self.size = size
         self.answers: Any = __import__("queue").SimpleQueue()
         self.held: list[list[tuple[str, str]]] = []
+        self.taken = 0
+        self.most_held = 0
+
+    @property
+    def pending(self) -> int:
+        return len(self.held)
+
+    def answer_bytes(self) -> float:
+        return self.size if self.taken else float("inf")
 
     def send(self, chunk: list[tuple[str, str]]) -> None:
         self.held.append(chunk)
+        self.most_held = max(self.most_held, len(self.held))
         if self.at_once:
             self.answers.put(chunk)
 
     def receive(self) -> list[Any]:
         chunk = self.held.pop(0)
+        self.taken += 1
         if self.at_once:
             self.answers.get()
         return [("pool", rel) for rel, _ in chunk]
@@ -203,8 +216,27 @@ def test_every_chunk_is_examined_once_and_yielded_in_order(at_once: bool) -> Non
         # Never ready until asked: every wait is spent examining here, a bounded number of
         # chunks ahead; the pool still gets its share.
         assert 0 < here_count < len(files)
-        assert 0 < ahead_most <= front._AHEAD * (len(pool) + 1)
+        assert 0 < ahead_most <= front._AHEAD_MAX * len(pool) + front._AHEAD
     assert all(not w.held for w in pool)
+
+
+@pytest.mark.parametrize(
+    ("size", "most"),
+    [
+        (1000, front._AHEAD_MAX),  # small answers: as many chunks as it may hold
+        (front._HELD_BYTES // 10, 10),  # ten answers of this size fill the budget
+        (front._HELD_BYTES, front._AHEAD),  # large ones: no more than before
+    ],
+)
+def test_a_process_holds_more_chunks_the_smaller_its_answers(size: int, most: int) -> None:
+    """Processes run further ahead of a busy analyser while their answers waiting for it
+    stay within _HELD_BYTES; a process always holds _AHEAD, whatever their size."""
+    files = [(f"f{i:04d}", "recording") for i in range(front._CHUNK * 200)]
+    chunks = [files[i : i + front._CHUNK] for i in range(0, len(files), front._CHUNK)]
+    pool = [_FakeWorker(True, size), _FakeWorker(True, size)]
+    out = list(front._ordered(pool, chunks, lambda chunk: [], front.PoolStats()))  # type: ignore[arg-type]
+    assert [rel for _, rel in out] == [rel for rel, _ in files]
+    assert [w.most_held for w in pool] == [most, most]
 
 
 def test_a_small_tree_is_examined_in_the_analysers_own_process(tmp_path: Path) -> None:
