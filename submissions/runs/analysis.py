@@ -9,6 +9,10 @@ assignment's other hand-ins.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
+
 from django.conf import settings
 
 from cassettes_app.analysis import Analyzer
@@ -31,8 +35,30 @@ from submissions.recordings import (
 
 def analysis_run(job: Job, progress: Progress) -> Outcome:
     """Parse every recording of the submission, store it, and write the static checks."""
-    with unlogged_queries():
+    with unlogged_queries(), young_collections_only():
         return _analysis(job, progress)
+
+
+# The largest generation-2 threshold the collector takes (a C int).
+_NEVER = 2**31 - 1
+
+
+@contextlib.contextmanager
+def young_collections_only() -> Iterator[None]:
+    """Run the block with the cyclic collector's young generations only.
+
+    A full collection walks every object the process holds; the analysis keeps a little of
+    every file it reads (its facts, its messages' keys), and it ran one each time that had
+    grown by a quarter, none of them finding anything to free: 0.4 s of 10,000 recordings'
+    analysis, 0.9 s of 20,000. Young collections still free the cycles that die young (all
+    the cycles it ever made, as measured); the process's thresholds come back after.
+    """
+    young, middle, old = gc.get_threshold()
+    gc.set_threshold(young, middle, _NEVER)
+    try:
+        yield
+    finally:
+        gc.set_threshold(young, middle, old)
 
 
 def _analysis(job: Job, progress: Progress) -> Outcome:
