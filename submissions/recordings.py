@@ -87,6 +87,7 @@ def _json_blob(writer: BlobWriter, value: Any, profile: TextProfile | None = Non
     return writer.add(text.encode("utf-8"), content_type="application/json", profile=profile)
 
 
+_recording_row = row_maker(Recording)
 _interaction_row = row_maker(Interaction)
 _turn_row = row_maker(Turn)
 
@@ -99,9 +100,9 @@ class _Store:
         self.analyzer = analyzer
         self.facts_seen = 0
         self.blobs = BlobWriter()
-        self.recordings: list[Recording] = []
-        self.interactions: list[tuple[Recording, SimpleNamespace]] = []
-        self.rows: list[tuple[Recording, TraceRow]] = []
+        self.recordings: list[SimpleNamespace] = []  # _recording_row rows
+        self.interactions: list[tuple[SimpleNamespace, SimpleNamespace]] = []
+        self.rows: list[tuple[SimpleNamespace, TraceRow]] = []
         # The recorded response ids, each value once (its first recording), capped.
         self.response_ids: list[ResponseId] = []
         self.id_values: set[str] = set()
@@ -120,17 +121,25 @@ class _Store:
         self.report = report
         if report.turns:
             self.turn_profiles[report.path] = _turn_profile(report)
-        first: Recording | None = None
+        first: SimpleNamespace | None = None
         recordings: list[ParsedRecording | None] = list(result.recordings) or [None]
         for number, parsed in enumerate(recordings):
-            rec = Recording(
-                submission=self.submission,
+            rec = _recording_row(
+                submission_id=self.submission.pk,
                 path=report.path[:1024],
                 role=report.role,
                 format=result.format[:40],
+                key="",
+                recomputed_key="",  # the analyser's, given at flush
+                model="",
+                recorded_at=None,
+                recorded_at_raw="",
                 size=report.size,
                 sha256=report.sha256,
                 interaction_count=len(result.hops),
+                turn_count=0,
+                used=None,
+                meta={},
             )
             if parsed is not None:
                 rec.key = (parsed.key or "")[:128]
@@ -232,7 +241,7 @@ class _Store:
         self.rows.clear()
 
 
-def _ids_take(submission: Submission, recordings: list[Recording]) -> None:
+def _ids_take(submission: Submission, recordings: list[SimpleNamespace]) -> None:
     """Give the recordings just inserted (in this order) their ids: the submission's newest.
 
     Only this job writes a submission's recordings (inside the transaction that inserted
