@@ -7,7 +7,8 @@ the name patterns over its lowercased copy, as the scanner runs them; no classif
 Ours: the analysis job (discover, parse, secrets, threads, checks, bulk storage in SQLite),
 with its default pool of ANALYSIS_PROCESSES (one per core) reading and parsing a tree this
 large. Each side runs in its own child process so its peak RSS is its own; ours adds the
-largest peak of its pool processes once per process, and their CPU time to its own.
+largest peak of its pool processes once per process, and their CPU time to its own (its
+database is migrated beforehand by another process, as a worker finds it).
 
     .venv/bin/python bench/bench_ingest.py [--scale 1 2] [--keep DIR] [--profile DIR]
 
@@ -137,15 +138,18 @@ def _limit(root: Path) -> None:
 
 
 def _ours(root: Path, data_dir: Path, profile: Path | None = None) -> None:
-    """Run the real analysis job on a submission whose tree is `root`."""
+    """Run the real analysis job on a submission whose tree is `root`.
+
+    The database is migrated by a process of its own first: a worker never holds the
+    migration graph (24 MB of this process's peak when it migrated here)."""
     os.environ["DATA_DIR"] = str(data_dir)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "reviewer.settings")
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=ROOT, check=True
+    )
     import django
 
     django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
     from submissions.intake.trees import tree_path
     from submissions.jobs.engine import job_execute
     from submissions.models import Assignment, Candidate, Job, Submission
