@@ -59,6 +59,7 @@ from reviewer.models import (
     StoredTable,
     TableGeneration,
 )
+from submissions.checks.store import checks_stored
 from submissions.models import Assignment, Candidate, CheckResult, Submission
 
 log = logging.getLogger(__name__)
@@ -280,6 +281,10 @@ def _on_submission_row(instance: CheckResult | Review | Note, **_: Any) -> None:
     _bump_for_submission(instance.submission_id)
 
 
+def _on_checks_stored(submission_id: int, **_: Any) -> None:
+    _bump_for_submission(submission_id)
+
+
 def _on_score(instance: Score, **_: Any) -> None:
     rows = Review.objects.filter(pk=instance.review_id).values_list("submission_id", flat=True)
     submission_id = rows.first()
@@ -326,6 +331,8 @@ def connect() -> None:
         name = model.__name__
         post_save.connect(handler, sender=model, dispatch_uid=f"cr-table-save-{name}")
         post_delete.connect(handler, sender=model, dispatch_uid=f"cr-table-delete-{name}")
+    # Check results are written in bulk (no post_save); their writer says so once.
+    checks_stored.connect(_on_checks_stored, sender=CheckResult, dispatch_uid="cr-table-checks")
     post_save.connect(_on_candidate, sender=Candidate, dispatch_uid="cr-table-save-Candidate")
     user = get_user_model()
     post_save.connect(_on_user, sender=user, dispatch_uid=f"cr-table-save-{user.__name__}")
