@@ -8,8 +8,9 @@ moves on (names and rubrics show in every assignment's table: they move all of t
 The generation is a row of this app, made with its assignment and moved by an UPDATE in the
 same transaction as the change: a request sees the new rows and the new generation
 together, and a rolled-back change moves nothing. Signals catch the ORM's saves and
-deletes. The `.update()` calls on such rows (a review's `updated`) change nothing the table
-shows; one that does must call `bump` itself (or save with `update_fields`, which signals).
+deletes; check results, written in bulk, send `checks_stored` once per write. The
+`.update()` calls on such rows (a review's `updated`) change nothing the table shows; one
+that does must call `bump` itself (or save with `update_fields`, which signals).
 
 Two copies serve a view. Each web process keeps the tables it rendered (the `fragments`
 cache), under the generation. And the landing view (no filter, first page), the one a lead
