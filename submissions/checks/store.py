@@ -46,8 +46,11 @@ def checks_store(submission: Submission, job: Job | None, outcomes: list[CheckOu
     if not rows:
         return
     with transaction.atomic():
+        # In check id order: two jobs of one hand-in writing some of the same ids at once
+        # (both write env.dependencies_installed) lock those rows in the same order, so
+        # one waits for the other instead of each holding a row the other needs.
         CheckResult.objects.bulk_create(
-            rows.values(),
+            sorted(rows.values(), key=lambda row: row.check_id),
             update_conflicts=True,
             unique_fields=["submission", "check_id"],
             update_fields=_UPDATED,

@@ -3,8 +3,10 @@ statement, and the comparison table moved on with them, in their transaction."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from cassettes_app.checks import CheckOutcome
@@ -98,3 +100,38 @@ def test_no_outcomes_write_nothing(submission) -> None:
         checks_store(submission, None, [])
     assert _generation(submission) == start
     assert not [q for q in queries if q["sql"].lstrip().upper().startswith(("INSERT", "UPDATE"))]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_jobs_writing_the_same_checks_at_once_never_deadlock(submission) -> None:
+    """Replay and probe jobs of one hand-in run at once and share check ids: each writes
+    its checks in one transaction, so the rows must be locked in one order whatever order
+    the outcomes came in (else PostgreSQL ends one job with "deadlock detected")."""
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks are PostgreSQL's; SQLite serialises every write anyway")
+    ids = [f"shared.check_{c}" for c in "abcdef"]
+    rounds = 25
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def write(order: list[str]) -> None:
+        try:
+            for n in range(rounds):
+                start.wait(10)
+                checks_store(
+                    submission, None, [CheckOutcome(i, "pass", f"round {n}") for i in order]
+                )
+        except BaseException as exc:  # reported by the assert below
+            errors.append(exc)
+            start.abort()
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=write, args=(o,)) for o in (ids, ids[::-1])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors
+    stored = dict(submission.checks.values_list("check_id", "summary"))
+    assert stored == {i: f"round {rounds - 1}" for i in ids}
