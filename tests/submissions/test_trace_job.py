@@ -211,3 +211,36 @@ def test_a_stub_in_node_with_npm_dependencies_is_not_re_driven(settings) -> None
     )
     assert checks["env.dependencies_installed"].status == "skip"
     assert s.jobs.get(kind=Job.Kind.TRACE).state == Job.State.PASSED
+
+
+@pytest.mark.django_db
+def test_every_verified_row_keeps_its_outcome_in_a_few_statements(assignment, candidate) -> None:
+    """A trace's rows are verified by the hundred (TRACE_MAX_ROWS): their outcomes are
+    written together, not with a commit each, and only the rows verified change."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from submissions.checks.trace_live.rows import RowResult
+    from submissions.models import Recording, Submission
+    from submissions.runs.trace import _store_rows
+
+    submission = Submission.objects.create(
+        candidate=candidate, assignment=assignment, archive_sha256="2" * 64
+    )
+    trace = Recording.objects.create(
+        submission=submission, path="traces/run.jsonl", role="trace", format="trace_jsonl"
+    )
+    TraceRow.objects.bulk_create(
+        TraceRow(submission=submission, recording=trace, line=n) for n in range(1, 351)
+    )
+    results = [
+        RowResult(n, f"t-{n}", "match" if n % 7 else "mismatch", [{"field": "total"}] * (n % 2))
+        for n in range(1, 301)
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        _store_rows(submission, results, "redrive")
+    assert len(queries) < 10  # a save per row was 301
+    stored = dict(submission.trace_rows.values_list("line", "verification"))
+    for n in range(1, 301):
+        assert stored[n] == {"mode": "redrive", **results[n - 1].as_dict()}
+    assert all(stored[n] is None for n in range(301, 351))  # not verified: untouched
