@@ -24,7 +24,7 @@ from cassettes_app.analysis import Analyzer, FileReport
 from cassettes_app.analysis.sources import source_files
 from cassettes_app.parsed import Body, ParsedFinding, ParsedRecording
 from cassettes_app.response_ids import ResponseIdFound
-from cassettes_app.secrets import TextProfile, redact_message
+from cassettes_app.secrets import TextProfile, json_text_profile, redact_message
 from submissions.blobs import BlobWriter, RawJson, bulk_insert, row_maker
 from submissions.models import (
     Finding,
@@ -351,9 +351,14 @@ def _turns_store(submission: Submission, analyzer: Analyzer, store: _Store) -> N
     chars = 0
     for thread_index, turn in analyzer.turn_json():
         counted[turn.path] = counted.get(turn.path, 0) + 1
-        # Never store a credential in full. A file that can hold none (an empty profile)
-        # has its turns' JSON stored as the spool keeps it.
-        profile = store.turn_profiles.get(turn.path)
+        # Never store a credential in full. A turn whose texts can hold none (an empty
+        # profile: its file's, narrowed to the literals its own JSON holds) has its JSON
+        # stored as the spool keeps it. A file's URL or headers put `api` or `://` in its
+        # profile; a turn's messages rarely hold them.
+        profile = json_text_profile(
+            "\n".join(turn.new_messages) + "\n" + (turn.response or ""),
+            store.turn_profiles.get(turn.path),
+        )
         new_messages: list[dict[str, Any]] | RawJson
         response: dict[str, Any] | RawJson | None
         if profile is not None and profile.empty:

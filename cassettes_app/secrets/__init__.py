@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from cassettes_app.secrets.detectors import CREDENTIAL_HEADERS, is_credential_header
 from cassettes_app.secrets.placeholders import is_placeholder
-from cassettes_app.secrets.profiles import TextProfile, text_profile
+from cassettes_app.secrets.profiles import TextProfile, json_text_profile, text_profile
 from cassettes_app.secrets.redaction import redact_message, redact_text
 from cassettes_app.secrets.rules import (
     LEAK,
@@ -59,6 +59,7 @@ __all__ = [
     "fingerprint",
     "is_credential_header",
     "is_placeholder",
+    "json_text_profile",
     "redact_message",
     "redact_text",
     "redact_value",

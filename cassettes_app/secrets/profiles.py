@@ -122,3 +122,34 @@ def _profile(text: str) -> tuple[TextProfile, str]:
 def text_profile(text: str) -> TextProfile:
     """The rules that could fire on text or on any substring of it (see TextProfile)."""
     return _profile(_as_text(text))[0]
+
+
+# JSON escapes that can stand for a character a literal holds (a letter, `=`, `/`).
+_HIDING_ESCAPE = re.compile(r"\\[u/]")
+
+
+def json_text_profile(text: str, within: TextProfile | None) -> TextProfile | None:
+    """What redacting the strings of a JSON text (its keys and values, each decoded) may
+    skip: `within`'s rules (all of them when None), narrowed to those whose literal the
+    text holds.
+
+    Decoding a string leaves its characters as they are but for its escapes, and most
+    escapes stand for a character no literal holds (a quote, a backslash, a control
+    character). `\\u` and `\\/` can hide one (`to\\u006ben` is `token`): a text holding
+    either is not narrowed. Otherwise each string is a piece of the text, and a piece
+    matches no rule whose literal the whole text lacks (see TextProfile).
+    """
+    if within is not None and within.empty:
+        return within
+    if _HIDING_ESCAPE.search(text):
+        return within
+    if within is None:
+        return text_profile(text)
+    providers = frozenset(i for i in within.providers if _PROVIDER_NEEDLES[i].search(text))
+    generic: set[int] = set()
+    if within.generic:
+        low = text.lower()
+        generic = {i for i in within.generic if _GENERIC_FINDERS[i](low)}
+        if _TOKEN_RULE in generic and text.isascii() and not _LIVE_TOKEN.search(low):
+            generic.discard(_TOKEN_RULE)
+    return TextProfile(providers, frozenset(generic))

@@ -244,6 +244,80 @@ def test_a_json_value_body_is_jsons_text_whichever_encoder_writes_it() -> None:
 # --------------------------------------------------------------------------- the analyser
 
 
+def _turn_texts(text: str) -> list[dict[str, Any]]:
+    """Messages of a turn carrying `text` wherever one can: text, tool arguments (a JSON
+    string, a key, a nested value) and a tool result."""
+    from cassettes_app.analysis.turns import message_dict
+    from cassettes_app.providers import Message, ToolCall, ToolResult
+
+    calls = [
+        ToolCall("c1", "lookup", {text: {"deep": [text]}}, json.dumps({"q": text}), True),
+        ToolCall("c2", "raw", text, text, False),
+    ]
+    return [
+        message_dict(Message(role="user", text=text, tool_calls=[], tool_results=[], raw=None)),
+        message_dict(
+            Message(
+                role="assistant",
+                text="",
+                tool_calls=calls,
+                tool_results=[ToolResult("c1", text, False, "lookup")],
+                raw=None,
+            )
+        ),
+    ]
+
+
+# A file's URL and headers alone put rules in its profile that its messages may not need.
+_ENVELOPE = "POST https://api.openai.com/v1/chat/completions?x=1 Authorization: [redacted]"
+
+
+# The Kelvin sign lowers to k: json's ASCII text writes it as an escape, out of sight.
+HIDDEN = ["to\u212aen=Zq8s7Hk2Lm4Np6Rt9Vw3Xy5", "plain \\u006ben=Zq8s7Hk2Lm4Np6Rt9Vw3Xy5"]
+
+
+@pytest.mark.parametrize("dump", ["orjson", "json-ascii", "json"])
+@pytest.mark.parametrize("text", [*SAMPLES, *HIDDEN])
+def test_a_turn_redacted_with_its_own_texts_profile_is_redacted_in_full(
+    text: str, dump: str
+) -> None:
+    """Narrowing a file's profile to the literals of a turn's JSON text never changes what
+    redaction leaves: whichever encoder wrote the JSON (orjson's literal UTF-8, or json's
+    ASCII with `\\u` escapes, which hide letters and so narrow nothing)."""
+    import orjson
+
+    messages = _turn_texts(text)
+    for message in messages:
+        if dump == "orjson":
+            data = orjson.dumps(message).decode()
+        else:
+            data = json.dumps(message, ensure_ascii=dump == "json-ascii")
+        # The file's profile is trusted only where the file holds the strings literally
+        # (`_turn_profile`), as its literal text here does.
+        file_text = f"{_ENVELOPE}\n{json.dumps(message, ensure_ascii=False)}"
+        for within in (secrets.text_profile(file_text), None):
+            narrowed = secrets.json_text_profile(data, within)
+            want = secrets.redact_message(message)
+            assert secrets.redact_message(json.loads(data), profile=narrowed) == want
+
+
+def test_a_turn_profile_keeps_only_the_rules_its_text_can_fire() -> None:
+    plain = json.dumps({"role": "user", "text": "w1 w2 plain words"})
+    envelope = secrets.text_profile(_ENVELOPE)
+    assert not envelope.empty  # `api`, `://`, `=`, `authorization`
+    assert secrets.json_text_profile(plain, envelope) == profiles.TextProfile(
+        frozenset(), frozenset()
+    )
+    assert secrets.json_text_profile(plain, None) == secrets.text_profile(plain)
+    keyed = json.dumps({"role": "user", "text": f"here: {KEY}"})
+    narrowed = secrets.json_text_profile(keyed, envelope._replace(providers=frozenset({0})))
+    assert narrowed is not None and narrowed.providers == frozenset({0})
+    # An escape that can stand for a letter (or a slash) narrows nothing.
+    hidden = '{"text": "to\\u006ben=Zq8s7Hk2Lm4Np6Rt9Vw3Xy5 https:\\/\\/x"}'
+    assert secrets.json_text_profile(hidden, envelope) is envelope
+    assert secrets.json_text_profile(hidden, None) is None
+
+
 def _cassette(text: str, i: int = 0, **extra: object) -> dict:
     req = {"model": "gpt-4o-mini-2024-07-18", "messages": [{"role": "user", "content": text}]}
     resp = {
@@ -380,6 +454,39 @@ def test_turn_texts_of_a_secret_free_file_are_stored_as_recorded(db: None) -> No
     (turn,) = Turn.objects.filter(submission=submission)
     assert [m["text"] for m in turn.new_messages] == ["be brief", json.loads(f'"{text}"')]
     assert turn.response is not None and turn.response["role"] == "assistant"
+
+
+def test_only_turns_whose_texts_can_hold_a_secret_are_redacted(db: None, monkeypatch) -> None:
+    """Every cassette names its endpoint (`api`, `://` in the file's profile); a turn whose
+    own JSON holds neither is stored as the spool keeps it, one that holds a key is
+    redacted, and what is stored is what redacting every turn would store."""
+    import submissions.recordings as recordings
+
+    redacted: list[str] = []
+    real = recordings.redact_message
+
+    def spy(message: dict[str, Any], *, profile: Any = None) -> dict[str, Any]:
+        redacted.append(message.get("text") or "")
+        return real(message, profile=profile)
+
+    monkeypatch.setattr(recordings, "redact_message", spy)
+    url = "https://api.openai.com/v1/chat/completions"
+    files = {
+        "README.md": "# x\n",
+        "cassettes/a.json": json.dumps(_cassette("plain words, nothing to see", 0, url=url)),
+        "cassettes/b.json": json.dumps(_cassette(f"use {KEY} now", 1, url=url)),
+    }
+    submission, _ = _ingest(files)
+    assert redacted == [f"use {KEY} now", "ok 1"]
+    stored = {
+        t.recording.path: (t.new_messages, t.response)
+        for t in Turn.objects.filter(submission=submission).select_related("recording")
+    }
+    assert stored["cassettes/a.json"][0][0]["text"] == "plain words, nothing to see"
+    assert KEY not in json.dumps(stored["cassettes/b.json"])
+    for new_messages, response in stored.values():
+        assert [real(m) for m in new_messages] == new_messages
+        assert real(response) == response
 
 
 def test_the_job_keeps_no_debug_query_log_unless_asked(db: None, settings) -> None:
