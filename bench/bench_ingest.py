@@ -11,7 +11,10 @@ largest peak of its pool processes once per process, and their CPU time to its o
 database is migrated beforehand by another process, as a worker finds it).
 
     .venv/bin/python bench/bench_ingest.py [--scale 1 2] [--keep DIR] [--profile DIR]
-        [--repeat 3]
+        [--repeat 3] [--with-url]
+
+`--with-url` has every recording name its endpoint, as most real recordings do: the secret
+rules `api` and `://` stand for are then in every file's profile.
 
 The three sides run `--repeat` times, interleaved, and the fastest run of each counts (the
 largest peak RSS of any run does): on a machine shared with others one run can be a fifth
@@ -58,8 +61,15 @@ def _key(request: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def generate(root: Path, count: int, seed: int = 7) -> int:
-    """Write `count` cassette files (~20 KB each, 1 % of 1.5 MB, 5 % duplicates); return bytes."""
+ENDPOINT = "https://api.openai.com/v1/chat/completions"
+
+
+def generate(root: Path, count: int, seed: int = 7, *, with_url: bool = False) -> int:
+    """Write `count` cassette files (~20 KB each, 1 % of 1.5 MB, 5 % duplicates); return bytes.
+
+    `with_url`: each recording also names its endpoint, as vcrpy's, HAR and most
+    harnesses' do (the briefs' sample harness does not). Its `api` and `://` put the
+    secret rules they stand for in every file's profile."""
     rng = random.Random(seed)
     words = [f"w{i}" for i in range(2000)]
     folder = root / "cassettes"
@@ -99,6 +109,7 @@ def generate(root: Path, count: int, seed: int = 7) -> int:
             key = _key(request)
             data = json.dumps(
                 {
+                    **({"url": ENDPOINT} if with_url else {}),
                     "key": key,
                     "request": request,
                     "response": response,
@@ -265,6 +276,11 @@ def main() -> int:
     parser.add_argument(
         "--profile", type=Path, help="directory for a pyinstrument profile of each analysis"
     )
+    parser.add_argument(
+        "--with-url",
+        action="store_true",
+        help="every generated recording names its endpoint (kept trees: scale-N-url)",
+    )
     parser.add_argument("--child", choices=["baseline", "limit", "ours"])
     parser.add_argument("--tree", type=Path)
     parser.add_argument("--data-dir", type=Path)
@@ -286,7 +302,8 @@ def main() -> int:
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
     verdicts = [
-        _measure(scale, args.keep, args.profile, max(1, args.repeat)) for scale in args.scale
+        _measure(scale, args.keep, args.profile, max(1, args.repeat), args.with_url)
+        for scale in args.scale
     ]
     return 0 if all(code == 0 for code in verdicts) else 1
 
@@ -297,15 +314,22 @@ def _best(runs: list[tuple[float, float, float]]) -> tuple[float, float, float]:
     return seconds, max(r[1] for r in runs), cpu
 
 
-def _measure(scale: float, keep: Path | None, profile: Path | None = None, repeat: int = 3) -> int:
+def _measure(
+    scale: float,
+    keep: Path | None,
+    profile: Path | None = None,
+    repeat: int = 3,
+    with_url: bool = False,
+) -> int:
     """Generate (or reuse) a tree of 10,000 x scale recordings, run the three sides, and
     emit a row against each baseline."""
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     try:
-        tree = keep / f"scale-{scale:g}" if keep else work / "tree"
+        name = f"scale-{scale:g}" + ("-url" if with_url else "")
+        tree = keep / name if keep else work / "tree"
         count = int(10_000 * scale)
         if not (tree / "cassettes").is_dir():
-            size = generate(tree, count)
+            size = generate(tree, count, with_url=with_url)
         else:
             size = sum(p.stat().st_size for p in (tree / "cassettes").iterdir())
         stem = profile / f"ingest-{count}" if profile is not None else None
@@ -339,7 +363,8 @@ def _measure(scale: float, keep: Path | None, profile: Path | None = None, repea
             f"(ratios {ours_cpu / base_cpu:.2f}x, {ours_cpu / limit_cpu:.2f}x)",
             flush=True,
         )
-        what = f"analyse {count} recordings ({size / 2**20:.0f} MB, {load})"
+        named = ", each naming its endpoint" if with_url else ""
+        what = f"analyse {count} recordings ({size / 2**20:.0f} MB{named}, {load})"
         ours = f"{ours_s:.2f} s, {ours_rss:.0f} MB peak"
         ratio = ours_s / base_s
         limit_ratio = ours_s / limit_s
