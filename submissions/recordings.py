@@ -355,10 +355,10 @@ def _turns_store(submission: Submission, analyzer: Analyzer, store: _Store) -> N
         # profile: its file's, narrowed to the literals its own JSON holds) has its JSON
         # stored as the spool keeps it. A file's URL or headers put `api` or `://` in its
         # profile; a turn's messages rarely hold them.
-        profile = json_text_profile(
-            "\n".join(turn.new_messages) + "\n" + (turn.response or ""),
-            store.turn_profiles.get(turn.path),
-        )
+        profile = store.turn_profiles.get(turn.path)
+        if profile is None or not profile.empty:  # else nothing to narrow: no join
+            joined = "\n".join([*turn.new_messages, turn.response or ""])
+            profile = json_text_profile(joined, profile)
         new_messages: list[dict[str, Any]] | RawJson
         response: dict[str, Any] | RawJson | None
         if profile is not None and profile.empty:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from cassettes_app.parsed import Body, ParseResult
 from cassettes_app.response_ids import ResponseIdFound
-from cassettes_app.secrets import TextProfile
+from cassettes_app.secrets import TextProfile, escapes_hide_literals
 
 DECODED_NOTES = {"base64", "gzip", "x-gzip", "deflate", "br"}
 
@@ -57,8 +57,8 @@ def literal_bodies(result: ParseResult, data: bytes | None) -> bool:
     """True when every body of the parse holds only literals of the file's text.
 
     The formats in _LITERAL_FORMATS take bodies from JSON strings or json.dumps of JSON
-    values; once decoded, an escape can add a literal only if it is \\uXXXX or \\/.
+    values; once decoded, only some escapes can add a literal (`escapes_hide_literals`).
     """
     if data is None or result.format not in _LITERAL_FORMATS:
         return False
-    return b"\\" not in data or (b"\\u" not in data and b"\\/" not in data)
+    return not escapes_hide_literals(data)

@@ -22,7 +22,12 @@ from __future__ import annotations
 
 from cassettes_app.secrets.detectors import CREDENTIAL_HEADERS, is_credential_header
 from cassettes_app.secrets.placeholders import is_placeholder
-from cassettes_app.secrets.profiles import TextProfile, json_text_profile, text_profile
+from cassettes_app.secrets.profiles import (
+    TextProfile,
+    escapes_hide_literals,
+    json_text_profile,
+    text_profile,
+)
 from cassettes_app.secrets.redaction import redact_message, redact_text
 from cassettes_app.secrets.rules import (
     LEAK,
@@ -56,6 +61,7 @@ __all__ = [
     "SESSION_COOKIE",
     "SecretHit",
     "TextProfile",
+    "escapes_hide_literals",
     "fingerprint",
     "is_credential_header",
     "is_placeholder",

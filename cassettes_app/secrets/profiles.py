@@ -126,6 +126,17 @@ def text_profile(text: str) -> TextProfile:
 
 # JSON escapes that can stand for a character a literal holds (a letter, `=`, `/`).
 _HIDING_ESCAPE = re.compile(r"\\[u/]")
+_HIDING_ESCAPE_BYTES = re.compile(rb"\\[u/]")
+
+
+def escapes_hide_literals(text: str | bytes) -> bool:
+    """True when JSON text holds an escape that can stand for a character of a rule's
+    literal (`\\u`, `\\/`; `to\\u006ben` is `token`): its strings, once decoded, may
+    then hold a literal the text lacks. The other escapes (a quote, a backslash, a control
+    character) stand for characters no literal holds."""
+    if isinstance(text, str):
+        return _HIDING_ESCAPE.search(text) is not None
+    return _HIDING_ESCAPE_BYTES.search(text) is not None
 
 
 def json_text_profile(text: str, within: TextProfile | None) -> TextProfile | None:
@@ -133,15 +144,13 @@ def json_text_profile(text: str, within: TextProfile | None) -> TextProfile | No
     skip: `within`'s rules (all of them when None), narrowed to those whose literal the
     text holds.
 
-    Decoding a string leaves its characters as they are but for its escapes, and most
-    escapes stand for a character no literal holds (a quote, a backslash, a control
-    character). `\\u` and `\\/` can hide one (`to\\u006ben` is `token`): a text holding
-    either is not narrowed. Otherwise each string is a piece of the text, and a piece
-    matches no rule whose literal the whole text lacks (see TextProfile).
+    A text whose escapes can hide a literal (`escapes_hide_literals`) is not narrowed.
+    Otherwise each string is a piece of the text, and a piece matches no rule whose
+    literal the whole text lacks (see TextProfile).
     """
     if within is not None and within.empty:
         return within
-    if _HIDING_ESCAPE.search(text):
+    if escapes_hide_literals(text):
         return within
     if within is None:
         return text_profile(text)

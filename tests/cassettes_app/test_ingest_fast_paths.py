@@ -344,6 +344,8 @@ def test_file_reports_carry_a_profile_only_when_bodies_are_literal(tmp_path: Pat
     escaped = json.dumps(_cassette("x", 3)).replace('"ok 3"', '"\\u006fk 3"')
     (folder / "escaped.json").write_text(escaped)
     (folder / "slash.json").write_text(json.dumps(_cassette("a/b", 4)).replace("/", "\\/"))
+    # Escapes that stand for no literal's character keep the profile.
+    (folder / "plain-escapes.json").write_text(json.dumps(_cassette('a\nb\t"q" \\ c', 6)))
     (folder / "zipped.json.gz").write_bytes(gzip.compress(json.dumps(_cassette("z", 5)).encode()))
     reports = {r.path.split("/")[-1]: r for r in _analyzer(tmp_path).files()}
     assert reports["clean.json"].profile is not None
@@ -352,6 +354,7 @@ def test_file_reports_carry_a_profile_only_when_bodies_are_literal(tmp_path: Pat
     assert 0 in reports["keyed.json"].profile.providers  # sk-
     assert reports["escaped.json"].profile is None
     assert reports["slash.json"].profile is None
+    assert reports["plain-escapes.json"].profile is not None
     assert reports["zipped.json.gz"].profile is None
     assert all(r.turns == 1 for r in reports.values())
 
