@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from cassettes_app.secrets.detectors import _GENERIC_FINDERS, _GENERIC_NEEDLES, _PROVIDERS
@@ -105,6 +106,16 @@ class TextProfile(NamedTuple):
 # for ASCII text, whose lowercased copy is its own letters one for one.
 _TOKEN_RULE = _GENERIC_NEEDLES.index("token")
 _LIVE_TOKEN = re.compile(r'token(?!s(?:[^a-z0-9_"]|"[ \t\r\n]*:|\Z))')
+_ALL_GENERIC = range(len(_GENERIC_FINDERS))
+
+
+def _generic_present(text: str, low: str, rules: Iterable[int]) -> frozenset[int]:
+    """Which of `rules` (indices into _GENERIC) can fire on text, by the names its
+    lowercased copy `low` holds; the token rule not where `token` only ends `tokens`."""
+    generic = {i for i in rules if _GENERIC_FINDERS[i](low)}
+    if _TOKEN_RULE in generic and text.isascii() and not _LIVE_TOKEN.search(low):
+        generic.discard(_TOKEN_RULE)
+    return frozenset(generic)
 
 
 def _profile(text: str) -> tuple[TextProfile, str]:
@@ -113,10 +124,7 @@ def _profile(text: str) -> tuple[TextProfile, str]:
     # str.lower maps each character on its own (final sigma aside, never ASCII), so a name
     # found by _ascii_lower in any piece of this text is also found in this copy.
     low = text.lower()
-    generic = {i for i, found in enumerate(_GENERIC_FINDERS) if found(low)}
-    if _TOKEN_RULE in generic and text.isascii() and not _LIVE_TOKEN.search(low):
-        generic.discard(_TOKEN_RULE)
-    return TextProfile(providers, frozenset(generic)), low
+    return TextProfile(providers, _generic_present(text, low, _ALL_GENERIC)), low
 
 
 def text_profile(text: str) -> TextProfile:
@@ -155,10 +163,7 @@ def json_text_profile(text: str, within: TextProfile | None) -> TextProfile | No
     if within is None:
         return text_profile(text)
     providers = frozenset(i for i in within.providers if _PROVIDER_NEEDLES[i].search(text))
-    generic: set[int] = set()
-    if within.generic:
-        low = text.lower()
-        generic = {i for i in within.generic if _GENERIC_FINDERS[i](low)}
-        if _TOKEN_RULE in generic and text.isascii() and not _LIVE_TOKEN.search(low):
-            generic.discard(_TOKEN_RULE)
-    return TextProfile(providers, frozenset(generic))
+    generic = (
+        _generic_present(text, text.lower(), within.generic) if within.generic else frozenset()
+    )
+    return TextProfile(providers, generic)
